@@ -1,0 +1,181 @@
+"""The store interface: the durable record every other part reads and writes.
+
+One interface, two drivers (SQLite embedded, PostgreSQL at scale), one test suite run against both.
+Methods are synchronous and thread-safe; the gateway calls them from a writer thread so that a batch of
+calls is committed in one transaction (group commit) *before* the harness gets its responses.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harnessrl.types import (
+    ApiKind,
+    Call,
+    CallStatus,
+    ChoiceTokens,
+    FailureKind,
+    Fidelity,
+    PolicyVersion,
+    Reward,
+    Rollout,
+    RolloutStatus,
+    Run,
+    Task,
+    TaskSplit,
+)
+
+
+class StoreError(Exception):
+    """Base class of store errors."""
+
+
+class NotFound(StoreError):
+    """The run, rollout or call does not exist."""
+
+
+class IllegalTransition(StoreError):
+    """A rollout status change that the state machine forbids (e.g. succeeded -> running)."""
+
+
+class RolloutClosed(StoreError):
+    """A write to a rollout that is already in a terminal state."""
+
+
+@dataclass(slots=True)
+class NewCall:
+    """What the gateway hands the store for one finished model call (prompt uncompressed)."""
+
+    rollout_id: str
+    api: ApiKind
+    status: CallStatus
+    request: dict[str, Any]
+    response: dict[str, Any] | None
+    prompt_token_ids: list[int]
+    choices: list[ChoiceTokens]
+    policy_version: int
+    requested_model: str | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+    engine_id: str | None = None
+    latency_s: float | None = None
+    error: str | None = None
+    fidelity: Fidelity | None = None
+    fidelity_reason: str | None = None
+
+
+class Store(abc.ABC):
+    """Durable record of runs, tasks, rollouts, calls, rewards and policy versions."""
+
+    # -- runs and tasks -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_run(self, name: str, config: dict[str, Any], run_id: str | None = None) -> Run: ...
+
+    @abc.abstractmethod
+    def get_run(self, run_id: str) -> Run: ...
+
+    @abc.abstractmethod
+    def list_runs(self) -> list[Run]: ...
+
+    @abc.abstractmethod
+    def upsert_tasks(self, run_id: str, tasks: Sequence[Task]) -> None: ...
+
+    @abc.abstractmethod
+    def list_tasks(self, run_id: str, split: TaskSplit | None = None) -> list[Task]: ...
+
+    # -- rollouts -------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def create_rollout(
+        self,
+        *,
+        task_id: str,
+        input: dict[str, Any],
+        group_id: str,
+        api_key_hash: str,
+        policy_version: int = 0,
+        run_id: str | None = None,
+        step: int | None = None,
+        metadata: dict[str, Any] | None = None,
+        rollout_id: str | None = None,
+    ) -> Rollout:
+        """Create a rollout in ``queued``. Only a hash of its API key is stored, never the key."""
+
+    @abc.abstractmethod
+    def get_rollout(self, rollout_id: str) -> Rollout: ...
+
+    @abc.abstractmethod
+    def rollout_key_hash(self, rollout_id: str) -> str:
+        """The stored hash of the rollout's API key (for the gateway's auth check)."""
+
+    @abc.abstractmethod
+    def transition_rollout(
+        self,
+        rollout_id: str,
+        status: RolloutStatus,
+        *,
+        failure_kind: FailureKind | None = None,
+        error: str | None = None,
+        exit_code: int | None = None,
+        logs: str | None = None,
+        runner_handle: str | None = None,
+    ) -> Rollout:
+        """Move a rollout along the state machine; raises ``IllegalTransition`` otherwise."""
+
+    @abc.abstractmethod
+    def list_rollouts(
+        self,
+        *,
+        run_id: str | None = None,
+        status: RolloutStatus | None = None,
+        step: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Rollout]: ...
+
+    # -- calls ----------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def record_calls(self, calls: Sequence[NewCall]) -> list[int]:
+        """Append calls in one transaction, durable on return; returns each call's index in its rollout.
+
+        A prompt that extends an earlier call of the same rollout is stored as (parent call, prefix
+        length, new tokens) so that storage grows linearly with a rollout's turns.
+        """
+
+    @abc.abstractmethod
+    def get_calls(self, rollout_id: str) -> list[Call]:
+        """All calls of a rollout in order, with full prompt token IDs."""
+
+    @abc.abstractmethod
+    def get_call(self, rollout_id: str, index: int) -> Call: ...
+
+    # -- rewards --------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def add_reward(
+        self, rollout_id: str, value: float, name: str = "reward", call_index: int | None = None
+    ) -> Reward: ...
+
+    @abc.abstractmethod
+    def get_rewards(self, rollout_id: str) -> list[Reward]: ...
+
+    # -- policy versions ------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def add_policy_version(
+        self,
+        version: int,
+        checkpoint_path: str | None,
+        run_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> PolicyVersion: ...
+
+    @abc.abstractmethod
+    def list_policy_versions(self, run_id: str | None = None) -> list[PolicyVersion]: ...
+
+    # -- housekeeping ---------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def storage_bytes(self, rollout_id: str) -> int:
+        """Bytes of token data stored for a rollout (to check linear growth)."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...

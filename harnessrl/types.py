@@ -1,0 +1,243 @@
+"""The vocabulary of harnessrl, defined once.
+
+Read this file to learn the words; every other module, the config, the CLI and the dashboard use them
+with exactly these meanings.
+
+- **run**: one training (or collection) job: a config, a task set, a sequence of steps and policy versions.
+- **task**: one problem the harness is asked to solve (an input dict, optionally a workspace and a
+  verifier). Tasks belong to a split: ``train`` or ``eval`` (held out, never trained on).
+- **rollout** (also *attempt*): one run of the unmodified harness on one task. It owns a base URL and a
+  scoped API key; every model call made with that key belongs to it. Its ``status`` moves through a state
+  machine that the store enforces (see ``ROLLOUT_TRANSITIONS``).
+- **group**: the ``n`` rollouts of the same task launched in the same step. Advantages are computed
+  within a group (GRPO/RLOO).
+- **call**: one model request made by the harness through the gateway, with the exact prompt and
+  completion token IDs that the engine used and sampled, the completion logprobs, and the policy version
+  that served it.
+- **reward**: a scalar attached to a rollout (optionally to one of its calls via ``call_index``); several
+  named rewards may be attached to one rollout.
+- **policy version**: a monotonically increasing integer naming the weights the engine serves. Version 0
+  is the initial model; each published update increments it.
+- **sample**: one training sequence built from one or more calls of a rollout (calls whose prompt extends
+  the previous sequence are merged into it; otherwise a new sample starts).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class RolloutStatus(enum.StrEnum):
+    """Lifecycle of a rollout. Terminal states never change again."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in TERMINAL_STATUSES
+
+
+TERMINAL_STATUSES = frozenset(
+    {RolloutStatus.SUCCEEDED, RolloutStatus.FAILED, RolloutStatus.TIMED_OUT, RolloutStatus.CANCELLED}
+)
+
+#: Legal moves of the rollout state machine. Anything else is refused by the store.
+ROLLOUT_TRANSITIONS: dict[RolloutStatus, frozenset[RolloutStatus]] = {
+    RolloutStatus.QUEUED: frozenset({RolloutStatus.RUNNING, RolloutStatus.FAILED, RolloutStatus.CANCELLED}),
+    RolloutStatus.RUNNING: frozenset(
+        {RolloutStatus.SUCCEEDED, RolloutStatus.FAILED, RolloutStatus.TIMED_OUT, RolloutStatus.CANCELLED}
+    ),
+    RolloutStatus.SUCCEEDED: frozenset(),
+    RolloutStatus.FAILED: frozenset(),
+    RolloutStatus.TIMED_OUT: frozenset(),
+    RolloutStatus.CANCELLED: frozenset(),
+}
+
+
+class FailureKind(enum.StrEnum):
+    """Why a rollout did not succeed.
+
+    ``agent`` failures (wrong answer, harness gave up, harness-caused timeout) keep their reward and are
+    trained on. ``infra`` failures (runner crash, engine down, system timeout) are excluded from their group
+    and never become a reward of 0.
+    """
+
+    AGENT = "agent"
+    INFRA = "infra"
+
+
+class CallStatus(enum.StrEnum):
+    """Outcome of one model call as seen by the gateway."""
+
+    OK = "ok"
+    ERROR = "error"
+    CANCELLED = "cancelled"
+
+
+class ApiKind(enum.StrEnum):
+    """Which client-facing API the harness used for a call."""
+
+    CHAT = "chat.completions"
+    COMPLETIONS = "completions"
+    RESPONSES = "responses"
+    ANTHROPIC_MESSAGES = "anthropic.messages"
+
+
+class Fidelity(enum.StrEnum):
+    """How a call's prompt tokens relate to the rollout's earlier calls (recorded per call).
+
+    ``exact``: the prompt is an earlier call's prompt+completion, token for token.
+    ``extended``: an earlier prompt+completion is reused token for token, plus newly tokenized suffix.
+    ``rerendered``: no earlier call is a prefix (first call of a chain, or the harness edited history).
+    """
+
+    EXACT = "exact"
+    EXTENDED = "extended"
+    RERENDERED = "rerendered"
+
+
+class SampleFidelity(enum.StrEnum):
+    """How a training sample was assembled from calls.
+
+    ``exact``: one call, nothing merged. ``merged``: several calls whose prompts extended the previous
+    sequence, joined without retokenizing. ``split``: this sample starts where the previous call's tokens
+    were not a prefix of the next prompt (the reason says why).
+    """
+
+    EXACT = "exact"
+    MERGED = "merged"
+    SPLIT = "split"
+
+
+class TaskSplit(enum.StrEnum):
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    id: str
+    name: str
+    config: dict[str, Any]
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    run_id: str
+    id: str
+    input: dict[str, Any]
+    split: TaskSplit = TaskSplit.TRAIN
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """One attempt of one task. ``api_key`` is only ever returned at creation; the store keeps a hash."""
+
+    id: str
+    run_id: str | None
+    task_id: str
+    group_id: str
+    input: dict[str, Any]
+    status: RolloutStatus
+    policy_version: int
+    step: int | None = None
+    failure_kind: FailureKind | None = None
+    error: str | None = None
+    exit_code: int | None = None
+    logs: str | None = None
+    runner_handle: str | None = None
+    created_at: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One model request, with the tokens the engine actually saw and sampled.
+
+    ``choices`` holds one entry per returned choice (``n > 1``); ``completion_token_ids`` /
+    ``completion_logprobs`` are those of choice 0 for convenience. ``prompt_token_ids`` is always the full
+    prompt, however the store compresses it.
+    """
+
+    rollout_id: str
+    index: int
+    api: ApiKind
+    status: CallStatus
+    request: dict[str, Any]
+    response: dict[str, Any] | None
+    prompt_token_ids: list[int]
+    choices: list[ChoiceTokens]
+    policy_version: int
+    requested_model: str | None = None
+    sampling: dict[str, Any] = field(default_factory=dict)
+    engine_id: str | None = None
+    latency_s: float | None = None
+    error: str | None = None
+    fidelity: Fidelity | None = None
+    fidelity_reason: str | None = None
+    created_at: float = 0.0
+
+    @property
+    def completion_token_ids(self) -> list[int]:
+        return self.choices[0].token_ids if self.choices else []
+
+    @property
+    def completion_logprobs(self) -> list[float]:
+        return self.choices[0].logprobs if self.choices else []
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceTokens:
+    """The sampled tokens of one choice and the logprob of each under the sampling distribution."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reward:
+    rollout_id: str
+    value: float
+    name: str = "reward"
+    call_index: int | None = None
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyVersion:
+    run_id: str | None
+    version: int
+    checkpoint_path: str | None
+    created_at: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One training sequence of a rollout.
+
+    ``loss_mask[i]`` is 1 where token ``i`` was sampled by the policy (trained on) and 0 for context.
+    ``behaviour_logprobs[i]`` is the engine's logprob for sampled tokens (0.0 where the mask is 0).
+    """
+
+    rollout_id: str
+    group_id: str
+    token_ids: list[int]
+    loss_mask: list[int]
+    behaviour_logprobs: list[float]
+    policy_versions: list[int]
+    call_indices: list[int]
+    fidelity: SampleFidelity
+    fidelity_reason: str | None = None
+    advantage: float = 0.0

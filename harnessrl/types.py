@@ -241,3 +241,7 @@ class Sample:
     fidelity: SampleFidelity
     fidelity_reason: str | None = None
     advantage: float = 0.0
+    #: (start, end) of each call's sampled completion in ``token_ids``, parallel to ``call_indices``.
+    call_spans: list[tuple[int, int]] = field(default_factory=list)
+    #: Per-token advantages (per-call rewards with a discount); ``None`` broadcasts ``advantage``.
+    token_advantages: list[float] | None = None

@@ -1,0 +1,30 @@
+"""Settings of the token-exact (``gateway``) render mode."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class RenderConfig(BaseModel):
+    """How the gateway renders chat requests to token IDs itself (render_mode ``gateway``)."""
+
+    chat_template: str = Field(
+        default="auto",
+        description=(
+            "'auto': the model's template, or the builtin 'hermes-chatml' when the model's ChatML template "
+            "ignores tools (SmolLM2); 'model': always the model's own; a builtin name ('hermes-chatml'); a "
+            "path to a .jinja file; or a literal Jinja template."
+        ),
+    )
+    tool_parser: str = Field(
+        default="auto",
+        description="How completions become tool calls: 'auto' (from the template), 'hermes' or 'none'.",
+    )
+    max_prefix_attempts: int = Field(
+        default=4,
+        ge=1,
+        description=(
+            "How many matching earlier calls (longest first) to try before re-rendering from scratch when the "
+            "template renders earlier turns differently once later turns are added."
+        ),
+    )

@@ -1,0 +1,273 @@
+"""The token-exact chat renderer: the model's chat template, applied by the gateway, reusing sampled tokens.
+
+Re-tokenizing a conversation's history can give token IDs the policy never produced (other merges, other
+whitespace, tool calls re-serialized). So for each request we look for the longest earlier call of the
+rollout whose conversation (its messages plus the assistant message we returned) is a prefix of the new
+one, compared message by message, and reuse that call's prompt and sampled completion token for token.
+Only the text the template adds after that assistant turn (its closing glue, tool results, user turns, the
+generation prompt) is tokenized, and we take it from the template's rendering of the whole conversation,
+after checking that the rendering of the reused part is a prefix of it (some templates render earlier turns
+differently once later ones exist; then we re-render from scratch and say why).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harnessrl.gateway.render.base import RenderedPrompt, RenderError
+from harnessrl.gateway.render.config import RenderConfig
+from harnessrl.gateway.render.history import ChainEntry, RolloutHistory, token_array
+from harnessrl.gateway.render.messages import (
+    Conversation,
+    content_text,
+    normalize_conversation,
+    normalize_message,
+    roll,
+)
+from harnessrl.gateway.render.templates import resolve_chat_template
+from harnessrl.gateway.render.toolcalls import make_tool_parser
+from harnessrl.types import ApiKind, Call, CallStatus, Fidelity
+
+logger = logging.getLogger(__name__)
+
+_SENTINEL = "\u2063HARNESSRL_SENTINEL\u2063"
+
+
+@dataclass(slots=True)
+class _RenderState:
+    conversation: Conversation
+    parent: ChainEntry | None
+    parent_len: int
+
+
+class TemplateRenderer:
+    """:class:`~harnessrl.gateway.render.base.ChatRenderer` backed by a transformers tokenizer."""
+
+    def __init__(self, tokenizer: Any, config: RenderConfig | None = None) -> None:
+        config = config or RenderConfig()
+        self.tokenizer = tokenizer
+        self.template_name, self.template = resolve_chat_template(tokenizer, config.chat_template)
+        self.tool_parser_name, self._parser = make_tool_parser(config.tool_parser, self.template)
+        self._max_attempts = config.max_prefix_attempts
+        self.end_of_turn_text = self._derive_end_of_turn()
+        self.end_of_turn_ids = self.encode(self.end_of_turn_text)
+        stops = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
+        special = set(getattr(tokenizer, "all_special_ids", []))
+        if self.end_of_turn_ids and self.end_of_turn_ids[0] in special:
+            stops.add(self.end_of_turn_ids[0])
+        self.stop_token_ids = sorted(stops)
+        self._histories: dict[str, RolloutHistory] = {}
+        self._lock = threading.Lock()
+        logger.info(
+            "gateway render mode: template %s, tool parser %s, stop tokens %s",
+            self.template_name, self.tool_parser_name, self.stop_token_ids,
+        )
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, config: RenderConfig | None = None, **kwargs: Any) -> TemplateRenderer:
+        from transformers import AutoTokenizer
+
+        return cls(AutoTokenizer.from_pretrained(str(path), **kwargs), config)
+
+    # -- template and tokenizer ------------------------------------------------------------------------
+    def render_text(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, generation: bool,
+        continue_final: bool = False,
+    ) -> str:
+        try:
+            text = self.tokenizer.apply_chat_template(
+                messages, tools=tools, chat_template=self.template, tokenize=False,
+                add_generation_prompt=generation and not continue_final, continue_final_message=continue_final,
+            )
+        except Exception as exc:  # jinja errors, template-raised exceptions, bad continue_final_message
+            raise RenderError(f"the chat template ({self.template_name}) could not render this conversation: {exc}") from exc
+        return text if isinstance(text, str) else text[0]
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False)) if text else []
+
+    def _derive_end_of_turn(self) -> str:
+        """The text the template puts after an assistant message's content (``<|im_end|>\\n`` for ChatML)."""
+        messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _SENTINEL}]
+        text = self.render_text(messages, None, generation=False)
+        at = text.rfind(_SENTINEL)
+        return text[at + len(_SENTINEL):] if at >= 0 else ""
+
+    def _end_of_turn_for(self, completion: list[int]) -> list[int]:
+        """The end-of-turn tokens to append after ``completion``: those the engine did not sample already
+        (it may or may not include the stop token it stopped on)."""
+        eot = self.end_of_turn_ids
+        for j in range(min(len(eot), len(completion)), 0, -1):
+            if completion[-j:] == eot[:j]:
+                return eot[j:]
+        return list(eot)
+
+    # -- ChatRenderer ----------------------------------------------------------------------------------
+    def render(self, rollout_id: str, body: dict[str, Any]) -> RenderedPrompt:
+        conv = normalize_conversation(body.get("messages"), body.get("tools"))
+        continuing = conv.messages[-1]["role"] == "assistant"
+        full_text = self.render_text(conv.messages, conv.tools, generation=True, continue_final=continuing)
+        with self._lock:
+            history = self._histories.get(rollout_id)
+            candidates = list(history.candidates(conv.prefix_digests)) if history else []
+            had_history = bool(history and history.entries)
+        reasons: list[str] = []
+        attempts = 0
+        for k, entries in candidates:
+            same_tools = [e for e in entries if e.tools_key == conv.tools_key]
+            if not same_tools:
+                reasons.append(f"tool definitions changed since call {entries[-1].label}")
+                continue
+            entry = same_tools[-1]  # retries of one turn: the latest whose answer the harness kept
+            outcome = self._extend(entry, conv, k, full_text, continuing)
+            if isinstance(outcome, RenderedPrompt):
+                return outcome
+            reasons.append(outcome)
+            attempts += 1
+            if attempts >= self._max_attempts:
+                break
+        if reasons:
+            reason = reasons[0]
+        elif had_history:
+            reason = "no earlier call's conversation is a prefix of this one (history summarized, truncated or edited)"
+        else:
+            reason = "first call of this chain"
+        return RenderedPrompt(
+            prompt_token_ids=self.encode(full_text), fidelity=Fidelity.RERENDERED, fidelity_reason=reason,
+            stop_token_ids=list(self.stop_token_ids), state=_RenderState(conv, None, 0),
+        )
+
+    def _extend(
+        self, entry: ChainEntry, conv: Conversation, k: int, full_text: str, continuing: bool
+    ) -> RenderedPrompt | str:
+        """Reuse ``entry``'s tokens for the first ``k`` messages, or say why the template forbids it."""
+        if k == len(conv.messages):  # the harness asks the model to continue its own last answer
+            prompt = entry.prompt_ids()
+            parent_len = len(prompt) + len(entry.completion)
+            prompt.extend(entry.completion)
+            return RenderedPrompt(
+                prompt, Fidelity.EXACT, None, list(self.stop_token_ids), reused_tokens=parent_len,
+                parent=entry.label, state=_RenderState(conv, entry, parent_len),
+            )
+        prefix_text = self.render_text(conv.messages[:k], conv.tools, generation=False)
+        if not full_text.startswith(prefix_text):
+            return f"the chat template renders the turns of call {entry.label} differently once later turns are added"
+        if not prefix_text.endswith(self.end_of_turn_text):
+            return f"the chat template does not close call {entry.label}'s assistant turn with {self.end_of_turn_text!r}"
+        generation_text = self.render_text(conv.messages[: k - 1], conv.tools, generation=True)
+        if not prefix_text.startswith(generation_text):
+            return f"the chat template renders call {entry.label}'s assistant turn unlike its generation prompt"
+        prompt = entry.context_ids()
+        parent_len = len(prompt)
+        suffix = self.encode(full_text[len(prefix_text):])
+        prompt.extend(suffix)
+        appended = len(entry.end_of_turn)
+        fidelity = Fidelity.EXACT if not suffix and not appended else Fidelity.EXTENDED
+        reason = None
+        if appended == len(self.end_of_turn_ids) and appended:
+            # Not even the end-of-turn token was sampled (stopped by length or a stop string): say so.
+            reason = f"call {entry.label}'s turn was closed with {appended} end-of-turn token(s) it did not sample"
+        return RenderedPrompt(
+            prompt, fidelity, reason, list(self.stop_token_ids), reused_tokens=parent_len - appended,
+            end_of_turn_appended=appended, parent=entry.label, state=_RenderState(conv, entry, parent_len),
+        )
+
+    def parse(
+        self, rollout_id: str, completion_token_ids: list[int], finish_reason: str
+    ) -> tuple[dict[str, Any], str]:
+        ids = list(completion_token_ids)
+        while ids and ids[-1] in self.stop_token_ids:
+            ids.pop()
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        parsed = self._parser.parse(text)
+        if not parsed.tool_calls:
+            return {"role": "assistant", "content": text}, finish_reason
+        with self._lock:
+            history = self._histories.setdefault(rollout_id, RolloutHistory())
+            first = history.tool_calls_issued
+            history.tool_calls_issued += len(parsed.tool_calls)
+        tool_calls = [
+            {"id": f"call_{rollout_id}_{first + i}", "type": "function",
+             "function": {"name": call.name, "arguments": call.arguments}}
+            for i, call in enumerate(parsed.tool_calls)
+        ]
+        return {"role": "assistant", "content": parsed.content, "tool_calls": tool_calls}, "tool_calls"
+
+    def remember(
+        self, rollout_id: str, body: dict[str, Any], rendered: RenderedPrompt, completion_token_ids: list[int],
+        message: dict[str, Any], call_index: int | None = None,
+    ) -> None:
+        state = rendered.state if isinstance(rendered.state, _RenderState) else None
+        conv = state.conversation if state else normalize_conversation(body.get("messages"), body.get("tools"))
+        parent, parent_len = (state.parent, state.parent_len) if state else (None, 0)
+        with self._lock:
+            history = self._histories.setdefault(rollout_id, RolloutHistory())
+            label = history.next_label if call_index is None else call_index
+            entry = self._entry(label, conv, rendered.prompt_token_ids, parent, parent_len,
+                                completion_token_ids, message)
+            history.add(entry)
+
+    def _entry(
+        self, label: int, conv: Conversation, prompt: list[int], parent: ChainEntry | None, parent_len: int,
+        completion: list[int], message: dict[str, Any],
+    ) -> ChainEntry:
+        assistant = {**message, "role": "assistant"}
+        if conv.messages[-1]["role"] == "assistant":  # a continued (prefilled) answer: one merged message
+            assistant["content"] = conv.messages[-1]["content"] + content_text(message.get("content"))
+            base, n = conv.prefix_digests[-2], len(conv.messages)
+        else:
+            base, n = conv.prefix_digests[-1], len(conv.messages) + 1
+        _, key = normalize_message(assistant)
+        completion = list(completion)
+        return ChainEntry(
+            label=label, conversation_digest=roll(base, key), n_messages=n, tools_key=conv.tools_key,
+            parent=parent, parent_len=parent_len, own=token_array(prompt[parent_len:]),
+            completion=token_array(completion), end_of_turn=token_array(self._end_of_turn_for(completion)),
+        )
+
+    def load(self, rollout_id: str, calls: list[Call]) -> None:
+        history = RolloutHistory()
+        prefix = f"call_{rollout_id}_"
+        for call in sorted(calls, key=lambda c: c.index):
+            if call.api != ApiKind.CHAT or call.status != CallStatus.OK or not call.response:
+                continue
+            try:
+                conv = normalize_conversation(call.request.get("messages"), call.request.get("tools"))
+            except RenderError:
+                continue
+            prompt = list(call.prompt_token_ids)
+            parent, parent_len = self._link_by_tokens(history, conv, prompt)
+            messages = [c.get("message") for c in call.response.get("choices") or []]
+            for choice, message in zip(call.choices, messages, strict=False):
+                if not isinstance(message, dict):
+                    continue
+                history.add(self._entry(call.index, conv, prompt, parent, parent_len, choice.token_ids, message))
+                for tool_call in message.get("tool_calls") or []:
+                    suffix = str(tool_call.get("id", ""))[len(prefix):]
+                    if str(tool_call.get("id", "")).startswith(prefix) and suffix.isdigit():
+                        history.tool_calls_issued = max(history.tool_calls_issued, int(suffix) + 1)
+        with self._lock:
+            self._histories[rollout_id] = history
+
+    @staticmethod
+    def _link_by_tokens(
+        history: RolloutHistory, conv: Conversation, prompt: list[int]
+    ) -> tuple[ChainEntry | None, int]:
+        """Which stored call a stored prompt extended, checked on tokens (nothing is re-rendered)."""
+        for _, entries in history.candidates(conv.prefix_digests):
+            for entry in reversed(entries):
+                context = entry.context_ids()
+                sampled = len(context) - len(entry.end_of_turn)
+                for length in (len(context), sampled):
+                    if len(prompt) >= length and prompt[:length] == context[:length]:
+                        return entry, length
+        return None, 0
+
+    def forget(self, rollout_id: str) -> None:
+        """Drop a finished rollout's history (its calls stay in the store)."""
+        with self._lock:
+            self._histories.pop(rollout_id, None)

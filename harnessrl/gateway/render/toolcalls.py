@@ -1,0 +1,91 @@
+"""Parsing sampled text back into OpenAI tool calls, per model family.
+
+The parser must agree with the chat template that rendered the tools (what the model was shown is what it
+imitates). A small registry maps a name to a parser; ``auto`` picks by looking at the template. A parser
+never raises: text it cannot read as tool calls is returned as plain assistant content, so a malformed
+call reaches the harness as text (which it can show to the model) instead of a 500.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedToolCall:
+    name: str
+    arguments: str  # a JSON string, as the OpenAI API returns it
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedCompletion:
+    content: str | None
+    tool_calls: list[ParsedToolCall] = field(default_factory=list)
+
+
+class ToolCallParser(Protocol):
+    def parse(self, text: str) -> ParsedCompletion: ...
+
+
+class NoToolCallParser:
+    """For models without a tool-call convention: everything is content."""
+
+    def parse(self, text: str) -> ParsedCompletion:
+        return ParsedCompletion(content=text)
+
+
+class HermesToolCallParser:
+    """``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks (Hermes, Qwen2.5/3, SmolLM2 with
+    the ``hermes-chatml`` template). A final block left unclosed (the engine stopped right after the JSON)
+    is accepted when its JSON is complete. If any block is not valid JSON naming a function, the whole
+    completion is returned as text: a partial reading would hide the model's mistake from the harness."""
+
+    _block = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.S)
+
+    def parse(self, text: str) -> ParsedCompletion:
+        if "<tool_call>" not in text:
+            return ParsedCompletion(content=text)
+        calls = []
+        for match in self._block.finditer(text):
+            call = self._parse_block(match.group(1))
+            if call is None:
+                return ParsedCompletion(content=text)
+            calls.append(call)
+        content = self._block.sub("", text).strip()
+        return ParsedCompletion(content=content or None, tool_calls=calls)
+
+    @staticmethod
+    def _parse_block(raw: str) -> ParsedToolCall | None:
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            return None
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
+            return None
+        arguments = obj.get("arguments", obj.get("parameters", {}))
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        return ParsedToolCall(name=obj["name"], arguments=arguments)
+
+
+#: Tool-call parsers by name, selectable in ``RenderConfig.tool_parser``.
+TOOL_PARSERS: dict[str, type[HermesToolCallParser] | type[NoToolCallParser]] = {
+    "hermes": HermesToolCallParser,
+    "none": NoToolCallParser,
+}
+
+
+class UnknownToolParser(ValueError):
+    """``tool_parser`` names no registered parser."""
+
+
+def make_tool_parser(choice: str, template: str) -> tuple[str, ToolCallParser]:
+    """``(name, parser)``; ``auto`` reads the chat template: ``<tool_call>`` means Hermes."""
+    if choice == "auto":
+        choice = "hermes" if "<tool_call>" in template else "none"
+    if choice not in TOOL_PARSERS:
+        raise UnknownToolParser(f"tool_parser {choice!r} is not one of {sorted(TOOL_PARSERS)} or 'auto'")
+    return choice, TOOL_PARSERS[choice]()

@@ -1,0 +1,39 @@
+"""Recorded calls -> samples -> rollout-level advantages -> a policy update -> published weights.
+
+The controller's path through this package::
+
+    batch = batch_from_store(store, finished_rollouts_of_whole_groups, config)   # or prepare_batch(...)
+    metrics = trainer.step(batch)          # one optimizer update, metrics to <run_dir>/metrics.jsonl + tb
+    version = trainer.publish()            # engine gets the weights; store records the policy version
+    trainer.save_checkpoint()              # resume later with trainer.load_checkpoint(path)
+"""
+
+from harnessrl.training.advantages import AdvantageResult, RolloutRecord, compute_advantages, group_advantages
+from harnessrl.training.batch import TrainBatch, batch_from_store, prepare_batch
+from harnessrl.training.config import LoraConfig, SampleConfig, TrainingConfig
+from harnessrl.training.losses import policy_loss, token_weights
+from harnessrl.training.publish import FolderPublisher, InProcessPublisher, Publisher, WeightReceiver
+from harnessrl.training.samples import SampleSet, build_samples
+from harnessrl.training.trainer import Trainer
+
+__all__ = [
+    "AdvantageResult",
+    "FolderPublisher",
+    "InProcessPublisher",
+    "LoraConfig",
+    "Publisher",
+    "RolloutRecord",
+    "SampleConfig",
+    "SampleSet",
+    "TrainBatch",
+    "Trainer",
+    "TrainingConfig",
+    "WeightReceiver",
+    "batch_from_store",
+    "build_samples",
+    "compute_advantages",
+    "group_advantages",
+    "policy_loss",
+    "prepare_batch",
+    "token_weights",
+]

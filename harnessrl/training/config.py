@@ -1,0 +1,123 @@
+"""Training configuration: how recorded calls become samples, advantages, a loss and an update.
+
+Every field has a default that trains a small model on a laptop CPU. The lead composes this model into
+``HarnessConfig`` as the ``[training]`` TOML section.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class LoraConfig(BaseModel):
+    """LoRA adapter settings (peft). Adapters keep updates small enough to publish every step."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    r: int = Field(16, ge=1, description="Adapter rank.")
+    alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = alpha / r).")
+    dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Adapter dropout. 0 keeps trainer logprobs equal to the engine's."
+    )
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        description="Module names to adapt (the Llama/Qwen/Mistral projection names by default).",
+    )
+
+
+class SampleConfig(BaseModel):
+    """How a rollout's calls become training sequences (see ``harnessrl.training.samples``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_sequence_length: int = Field(
+        4096, ge=2, description="Longest training sequence in tokens (prompt context + completions)."
+    )
+    overflow: Literal["truncate", "drop"] = Field(
+        "truncate",
+        description="Over-long sequences: keep the first max_sequence_length tokens, or drop the sample. "
+        "Either way they are counted in the step metrics.",
+    )
+    choices: Literal["first", "all"] = Field(
+        "first",
+        description="Which choices of an n>1 call to train: choice 0 only, or every choice (each extra "
+        "choice becomes its own sample sharing the prompt as context).",
+    )
+
+
+class TrainingConfig(BaseModel):
+    """Everything the trainer needs; composed as the ``[training]`` section of the run config."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # -- samples ---------------------------------------------------------------------------------------
+    samples: SampleConfig = Field(default_factory=SampleConfig, description="Sample building.")
+
+    # -- advantages ------------------------------------------------------------------------------------
+    estimator: Literal["grpo", "dr_grpo", "rloo"] = Field(
+        "grpo",
+        description="grpo: (r - mean) / (std + eps) over the group; dr_grpo: r - mean; "
+        "rloo: r minus the mean of the other rollouts of the group.",
+    )
+    advantage_eps: float = Field(1e-6, gt=0, description="Added to the group std (grpo) to avoid 0/0.")
+    reward_name: str | None = Field(
+        None,
+        description="Which named reward is the rollout's reward; None sums all outcome rewards "
+        "(the latest value of each name).",
+    )
+    per_call_rewards: bool = Field(
+        False,
+        description="Use rewards attached to calls (call_index) as per-segment returns with `discount`; "
+        "the outcome reward counts at the rollout's last call.",
+    )
+    discount: float = Field(1.0, ge=0.0, le=1.0, description="Discount per call for per-call rewards.")
+    drop_zero_variance_groups: bool = Field(
+        True, description="Skip groups whose rewards are all equal (they carry no signal); reported."
+    )
+
+    # -- loss ------------------------------------------------------------------------------------------
+    normalization: Literal["rollout", "token", "sequence"] = Field(
+        "rollout",
+        description="rollout: each rollout's tokens together weigh 1/num_rollouts, however many samples it "
+        "split into; token: mean over all trained tokens; sequence: mean over samples.",
+    )
+    clip_eps: float = Field(0.2, ge=0.0, description="PPO clip range below 1 (ratio >= 1 - clip_eps).")
+    clip_eps_high: float | None = Field(
+        None, ge=0.0, description="PPO clip range above 1; None uses clip_eps (DAPO uses a larger one)."
+    )
+    tis_cap: float | None = Field(
+        None,
+        gt=0.0,
+        description="Truncated importance sampling: weight each token by min(p_trainer/p_engine, cap) and "
+        "clip the ratio against the trainer's own logprobs. None: ratio against the engine's logprobs.",
+    )
+    kl_coef: float = Field(0.0, ge=0.0, description="KL-to-reference penalty (k3 estimator); 0 = off.")
+    entropy_metric: bool = Field(True, description="Compute the policy entropy on trained tokens (metric).")
+
+    # -- optimisation ----------------------------------------------------------------------------------
+    lr: float = Field(1e-5, gt=0, description="AdamW learning rate.")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    grad_clip: float | None = Field(1.0, gt=0, description="Max global gradient norm; None = no clipping.")
+    lora: LoraConfig | None = Field(
+        default_factory=LoraConfig, description="LoRA settings; set to null/None for full fine-tuning."
+    )
+    micro_batch_tokens: int = Field(
+        4096, ge=1, description="Token budget per micro-batch (gradients accumulate across micro-batches)."
+    )
+    packing: Literal["packed", "padded"] = Field(
+        "packed",
+        description="packed: sequences concatenated without padding, position ids reset per sequence "
+        "(transformers builds a block-diagonal mask; flash-attention uses varlen); padded: "
+        "length-bucketed padding for models that do not support packed position ids.",
+    )
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="auto: fp32 on CPU, bf16 autocast (fp32 master weights) on GPU."
+    )
+    device: str = Field("auto", description="auto: cuda when available, else cpu.")
+    seed: int = Field(0, description="Seed for torch/python/numpy RNGs (saved in checkpoints).")
+    gradient_checkpointing: bool = Field(
+        False, description="Trade compute for memory (slow on CPU; off by default)."
+    )

@@ -1,0 +1,66 @@
+"""Token logprobs of a micro-batch under a transformers causal LM.
+
+Only the positions that predict trained tokens go through the LM head (``logits_to_keep`` with an index
+tensor): agent prompts are mostly context, and the vocabulary projection is the largest activation, so
+this saves most of the head's compute and memory. Models without ``logits_to_keep`` fall back to full
+logits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+
+import torch
+
+from harnessrl.training.batching import MicroBatch
+
+
+@functools.cache
+def _accepts_logits_to_keep(cls: type) -> bool:
+    return "logits_to_keep" in inspect.signature(cls.forward).parameters
+
+
+def _base(model: torch.nn.Module) -> torch.nn.Module:
+    get_base = getattr(model, "get_base_model", None)  # peft wrapper
+    return get_base() if callable(get_base) else model
+
+
+def token_logprobs(
+    model: torch.nn.Module,
+    mb: MicroBatch,
+    device: torch.device,
+    autocast_dtype: torch.dtype | None = None,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Logprob of each trained token of ``mb`` (and the policy entropy there, without gradient)."""
+    kwargs: dict[str, object] = {
+        "input_ids": mb.input_ids.to(device),
+        "position_ids": mb.position_ids.to(device),
+        "use_cache": False,
+    }
+    if mb.attention_mask is not None:
+        kwargs["attention_mask"] = mb.attention_mask.to(device)
+    rows, cols = mb.logit_rows.to(device), mb.logit_cols.to(device)
+    keep = mb.attention_mask is None and mb.input_ids.shape[0] == 1 and _accepts_logits_to_keep(
+        type(_base(model))
+    )
+    if keep:
+        kwargs["logits_to_keep"] = cols
+    ctx = (
+        torch.autocast(device_type=device.type, dtype=autocast_dtype)
+        if autocast_dtype is not None
+        else contextlib.nullcontext()
+    )
+    with ctx:
+        logits = model(**kwargs).logits
+    logits = (logits[0] if keep else logits[rows, cols]).float()
+    targets = mb.target_ids.to(device)
+    logp = logits.gather(-1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
+    entropy = None
+    if with_entropy:
+        with torch.no_grad():
+            lp = torch.log_softmax(logits.detach(), dim=-1)
+            entropy = -(lp.exp() * lp).sum(-1)
+    return logp, entropy

@@ -1,0 +1,195 @@
+"""From a rollout's recorded calls to training samples (pure functions).
+
+A harness re-sends its conversation on every call. When a call's prompt token IDs start with an earlier
+sequence (that sequence's prompt + completion, token for token), the call is merged into it: the tokens
+in between (tool results, chat-template glue) become context with loss mask 0 and the sampled completion
+is appended with mask 1 and the engine's behaviour logprobs. Nothing is re-tokenized, so the trainer
+scores exactly the tokens the engine sampled.
+
+When no earlier sequence is a prefix (the harness summarised or edited its history), a new sample starts
+and records why (``split`` fidelity with a reason). A call may extend an *older* sample than the last one
+(retries, sub-agents, n>1 choices): the longest sequence that is a prefix of the prompt wins, so branches
+are followed rather than broken.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from harnessrl.training.config import SampleConfig
+from harnessrl.types import Call, CallStatus, Sample, SampleFidelity
+
+
+@dataclass(slots=True)
+class SampleSet:
+    """The samples of one rollout plus counts of what was excluded, truncated or dropped, and why."""
+
+    samples: list[Sample]
+    counts: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
+class _Open:
+    """A sample under construction (mutable; frozen into ``Sample`` at the end)."""
+
+    tokens: list[int]
+    mask: list[int]
+    logprobs: list[float]
+    versions: list[int] = field(default_factory=list)
+    call_indices: list[int] = field(default_factory=list)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    fidelity: SampleFidelity = SampleFidelity.EXACT
+    reason: str | None = None
+
+    def append_call(self, call_index: int, version: int, context: Sequence[int], completion: Sequence[int],
+                    logprobs: Sequence[float]) -> None:
+        self.tokens.extend(context)
+        self.mask.extend([0] * len(context))
+        self.logprobs.extend([0.0] * len(context))
+        start = len(self.tokens)
+        self.tokens.extend(completion)
+        self.mask.extend([1] * len(completion))
+        self.logprobs.extend(float(x) for x in logprobs)
+        self.spans.append((start, len(self.tokens)))
+        self.call_indices.append(call_index)
+        self.versions.append(version)
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """Number of leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    if list(a[:n]) == list(b[:n]):
+        return n
+    lo, hi = 0, n  # invariant: a[:lo] == b[:lo] and a[:hi] != b[:hi]; slices compare at C speed
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if list(a[:mid]) == list(b[:mid]):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _exclusion_reason(call: Call) -> str | None:
+    if call.status != CallStatus.OK:
+        return f"status_{call.status.value}"
+    if not call.completion_token_ids:
+        return "no_completion_tokens"
+    if len(call.completion_logprobs) != len(call.completion_token_ids):
+        return "logprobs_mismatch"
+    if not call.prompt_token_ids:
+        return "empty_prompt"
+    return None
+
+
+def _split_reason(prompt: Sequence[int], opened: list[_Open]) -> tuple[SampleFidelity, str | None]:
+    """Fidelity of a sample that starts fresh, explained against the closest earlier sequence."""
+    if not opened:
+        return SampleFidelity.EXACT, None
+    best_len, best = -1, opened[-1]
+    for cand in reversed(opened):  # latest first, so ties name the most recent sequence
+        k = common_prefix_length(prompt, cand.tokens)
+        if k > best_len:
+            best_len, best = k, cand
+    if best_len == len(prompt) < len(best.tokens):
+        return SampleFidelity.SPLIT, (
+            f"prompt shorter than previous sequence ({len(prompt)} < {len(best.tokens)} tokens)"
+        )
+    return SampleFidelity.SPLIT, f"prefix broken at token {best_len} of {len(best.tokens)}"
+
+
+def _find_parent(prompt: Sequence[int], opened: list[_Open]) -> _Open | None:
+    """The longest open sequence that is a prefix of ``prompt`` (latest wins ties)."""
+    parent: _Open | None = None
+    for cand in reversed(opened):
+        n = len(cand.tokens)
+        if n <= len(prompt) and (parent is None or n > len(parent.tokens)) and prompt[:n] == cand.tokens:
+            parent = cand
+    return parent
+
+
+def build_samples(
+    calls: Sequence[Call],
+    group_id: str,
+    config: SampleConfig | None = None,
+    rollout_id: str | None = None,
+) -> SampleSet:
+    """Turn one rollout's calls (as ``Store.get_calls`` returns them) into training samples.
+
+    Calls that errored, were cancelled, or carry no completion token IDs are excluded and counted
+    (``excluded.<reason>``); over-long samples are truncated or dropped per ``config`` and counted
+    (``overflow.truncated`` / ``overflow.dropped``). Only choice 0 of an ``n > 1`` call is trained unless
+    ``config.choices == "all"``; each extra choice then becomes its own sample with the prompt as context.
+    """
+    config = config or SampleConfig()
+    counts: Counter[str] = Counter()
+    opened: list[_Open] = []
+    for call in sorted(calls, key=lambda c: c.index):
+        reason = _exclusion_reason(call)
+        if reason is not None:
+            counts[f"excluded.{reason}"] += 1
+            continue
+        rollout_id = rollout_id or call.rollout_id
+        prompt = list(call.prompt_token_ids)
+        parent = _find_parent(prompt, opened)
+        if parent is not None:
+            if parent.fidelity == SampleFidelity.EXACT:
+                parent.fidelity = SampleFidelity.MERGED
+            parent.append_call(call.index, call.policy_version, prompt[len(parent.tokens):],
+                               call.completion_token_ids, call.completion_logprobs)
+            counts["calls.merged"] += 1
+        else:
+            fidelity, why = _split_reason(prompt, opened)
+            fresh = _Open(tokens=[], mask=[], logprobs=[], fidelity=fidelity, reason=why)
+            fresh.append_call(call.index, call.policy_version, prompt, call.completion_token_ids,
+                              call.completion_logprobs)
+            opened.append(fresh)
+        if config.choices == "all":
+            for j, choice in enumerate(call.choices[1:], start=1):
+                if not choice.token_ids or len(choice.logprobs) != len(choice.token_ids):
+                    counts["excluded.choice_without_tokens"] += 1
+                    continue
+                extra = _Open(tokens=[], mask=[], logprobs=[], fidelity=SampleFidelity.SPLIT,
+                              reason=f"choice {j} of call {call.index}")
+                extra.append_call(call.index, call.policy_version, prompt, choice.token_ids, choice.logprobs)
+                opened.append(extra)
+        elif len(call.choices) > 1:
+            counts["excluded.extra_choices"] += len(call.choices) - 1
+    samples = []
+    for o in opened:
+        sample = _finish(o, rollout_id or "", group_id, config, counts)
+        if sample is not None:
+            samples.append(sample)
+            counts[f"fidelity.{sample.fidelity.value}"] += 1
+    return SampleSet(samples=samples, counts=counts)
+
+
+def _finish(o: _Open, rollout_id: str, group_id: str, config: SampleConfig, counts: Counter[str]) -> Sample | None:
+    limit = config.max_sequence_length
+    if len(o.tokens) > limit:
+        if config.overflow == "drop":
+            counts["overflow.dropped"] += 1
+            return None
+        counts["overflow.truncated"] += 1
+        keep = [i for i, (s, _) in enumerate(o.spans) if s < limit]
+        o.tokens, o.mask, o.logprobs = o.tokens[:limit], o.mask[:limit], o.logprobs[:limit]
+        o.spans = [(o.spans[i][0], min(o.spans[i][1], limit)) for i in keep]
+        o.call_indices = [o.call_indices[i] for i in keep]
+        o.versions = [o.versions[i] for i in keep]
+        if not any(o.mask):
+            counts["overflow.dropped"] += 1
+            return None
+    return Sample(
+        rollout_id=rollout_id,
+        group_id=group_id,
+        token_ids=o.tokens,
+        loss_mask=o.mask,
+        behaviour_logprobs=o.logprobs,
+        policy_versions=o.versions,
+        call_indices=o.call_indices,
+        fidelity=o.fidelity,
+        fidelity_reason=o.reason,
+        call_spans=o.spans,
+    )

@@ -1,0 +1,238 @@
+"""The policy update: one optimizer step per batch of whole groups, for any transformers causal LM.
+
+``Trainer.step`` weighs every token once for the whole batch (see ``losses.token_weights``), splits the
+samples into micro-batches by a token budget (packed without padding), accumulates gradients, clips and
+takes one AdamW step. Dropout is kept off (eval mode) so the trainer's logprobs match the engine's.
+fp32 on CPU (no native bf16 there); bf16 autocast with fp32 master weights on GPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import random
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from harnessrl.store.base import Store
+from harnessrl.training import checkpoint as ckpt
+from harnessrl.training.batch import TrainBatch
+from harnessrl.training.batching import make_micro_batches
+from harnessrl.training.config import TrainingConfig
+from harnessrl.training.forward import token_logprobs
+from harnessrl.training.losses import policy_loss, token_weights
+from harnessrl.training.metrics import MetricsWriter
+from harnessrl.training.publish import Publisher
+from harnessrl.types import Sample
+
+logger = logging.getLogger(__name__)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    """Owns the policy model (optionally LoRA-wrapped), its optimizer, step counter and policy version."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        config: TrainingConfig | None = None,
+        *,
+        run_dir: str | Path | None = None,
+        publisher: Publisher | None = None,
+        store: Store | None = None,
+        run_id: str | None = None,
+        pad_token_id: int = 0,
+        policy_version: int = 0,
+    ) -> None:
+        self.config = config = config or TrainingConfig()
+        seed_everything(config.seed)
+        cuda = torch.cuda.is_available()
+        self.device = torch.device(("cuda" if cuda else "cpu") if config.device == "auto" else config.device)
+        bf16 = config.dtype == "bfloat16" or (config.dtype == "auto" and self.device.type == "cuda")
+        self.autocast_dtype = torch.bfloat16 if bf16 else None
+        model = model.to(self.device, torch.float32)
+        if config.lora is not None:
+            model = self._wrap_lora(model)
+        if config.gradient_checkpointing and hasattr(model, "gradient_checkpointing_enable"):
+            model.gradient_checkpointing_enable()
+        model.eval()  # dropout off: trainer logprobs must match the engine's sampling distribution
+        self.model = model
+        self.ref_model: torch.nn.Module | None = None
+        if config.kl_coef > 0 and config.lora is None:
+            self.ref_model = copy.deepcopy(model).requires_grad_(False)  # full FT: a frozen copy (memory x2)
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(
+            params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
+        )
+        self.step_count = 0
+        self.policy_version = policy_version
+        self.publisher = publisher
+        self.store = store
+        self.run_id = run_id
+        self.pad_token_id = pad_token_id
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.metrics = MetricsWriter(self.run_dir) if self.run_dir is not None else None
+
+    def _wrap_lora(self, model: torch.nn.Module) -> torch.nn.Module:
+        from peft import LoraConfig, get_peft_model
+
+        lc = self.config.lora
+        assert lc is not None
+        present = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+        targets = [t for t in lc.target_modules if t in present]
+        if not targets:
+            raise ValueError(
+                f"none of the LoRA target_modules {lc.target_modules} exist in {type(model).__name__}; "
+                f"set training.lora.target_modules to some of {sorted(present)[:20]}"
+            )
+        peft_cfg = LoraConfig(r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout, target_modules=targets,
+                              bias="none", task_type="CAUSAL_LM")
+        return get_peft_model(model, peft_cfg)
+
+    # -- the update --------------------------------------------------------------------------------------
+    def step(self, batch: TrainBatch | Sequence[Sample]) -> dict[str, Any]:
+        """One optimizer update over ``batch``; returns (and writes) the step's metrics."""
+        t0 = time.perf_counter()
+        tb = batch if isinstance(batch, TrainBatch) else TrainBatch(samples=list(batch))
+        samples = [s for s in tb.samples if any(s.loss_mask[1:])]
+        cfg = self.config
+        weights = token_weights(samples, cfg.normalization)
+        mbs = make_micro_batches(samples, weights, cfg.micro_batch_tokens, cfg.packing, self.pad_token_id)
+        t1 = time.perf_counter()
+        sums: Counter[str] = Counter()
+        ref_time = 0.0
+        for mb in mbs:
+            if mb.num_trained == 0:
+                continue
+            ref_logp = None
+            if cfg.kl_coef > 0:
+                tr = time.perf_counter()
+                ref_logp = self._reference_logprobs(mb)
+                ref_time += time.perf_counter() - tr
+            logp, entropy = token_logprobs(self.model, mb, self.device, self.autocast_dtype, cfg.entropy_metric)
+            out = policy_loss(
+                logp,
+                mb.behaviour_logprobs.to(self.device),
+                mb.advantages.to(self.device),
+                mb.weights.to(self.device),
+                clip_eps=cfg.clip_eps,
+                clip_eps_high=cfg.clip_eps_high,
+                tis_cap=cfg.tis_cap,
+                ref_logp=ref_logp,
+                kl_coef=cfg.kl_coef,
+            )
+            out.loss.backward()
+            sums["loss"] += float(out.loss.detach())
+            for key in ("clipped", "approx_kl", "ratio", "is_weight", "ref_kl"):
+                sums[key] += getattr(out, key)
+            if entropy is not None:
+                sums["entropy"] += float(entropy.sum())
+            sums["trained_tokens"] += mb.num_trained
+            sums["tokens"] += mb.num_tokens
+            sums["padded_tokens"] += int(mb.input_ids.numel())
+        t2 = time.perf_counter()
+        grad_norm = self._optimizer_step()
+        t3 = time.perf_counter()
+        self.step_count += 1
+        metrics = self._metrics(tb, samples, sums, len(mbs), grad_norm)
+        metrics.update({"time/prepare_s": t1 - t0, "time/forward_backward_s": t2 - t1 - ref_time,
+                        "time/reference_s": ref_time, "time/optimizer_s": t3 - t2, "time/step_s": t3 - t0,
+                        "throughput/tokens_per_s": sums["tokens"] / max(t3 - t0, 1e-9)})
+        if self.metrics is not None:
+            self.metrics.write(self.step_count, metrics)
+        return metrics
+
+    def _optimizer_step(self) -> float:
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        if self.config.grad_clip is not None:
+            norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip))
+        else:
+            norm = float(torch.linalg.vector_norm(
+                torch.stack([p.grad.norm() for p in params if p.grad is not None])
+            )) if any(p.grad is not None for p in params) else 0.0
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return norm
+
+    @torch.no_grad()
+    def _reference_logprobs(self, mb: Any) -> torch.Tensor:
+        if self.ref_model is not None:
+            return token_logprobs(self.ref_model, mb, self.device, self.autocast_dtype)[0]
+        with self.model.disable_adapter():  # LoRA: the base model is the reference
+            return token_logprobs(self.model, mb, self.device, self.autocast_dtype)[0]
+
+    def _metrics(self, tb: TrainBatch, samples: list[Sample], sums: Counter[str], n_mb: int,
+                 grad_norm: float) -> dict[str, Any]:
+        n_tok = max(sums["trained_tokens"], 1)
+        rewards = list(tb.rewards.values())
+        advs = list(tb.advantages.values()) or [s.advantage for s in samples]
+        rollouts = {s.rollout_id for s in samples}
+        m: dict[str, Any] = {
+            "step": self.step_count,
+            "policy_version": self.policy_version,
+            "loss": sums["loss"],
+            "clip_fraction": sums["clipped"] / n_tok,
+            "approx_kl": sums["approx_kl"] / n_tok,
+            "ratio_mean": sums["ratio"] / n_tok,
+            "is_weight_mean": sums["is_weight"] / n_tok,
+            "ref_kl": sums["ref_kl"] / n_tok,
+            "entropy": sums["entropy"] / n_tok,
+            "grad_norm": grad_norm,
+            "lr": self.optimizer.param_groups[0]["lr"],
+            "reward/mean": statistics.fmean(rewards) if rewards else float("nan"),
+            "reward/std": statistics.pstdev(rewards) if rewards else float("nan"),
+            "advantage/mean": statistics.fmean(advs) if advs else float("nan"),
+            "advantage/std": statistics.pstdev(advs) if advs else float("nan"),
+            "advantage/min": min(advs, default=float("nan")),
+            "advantage/max": max(advs, default=float("nan")),
+            "tokens/total": sums["tokens"],
+            "tokens/trained": sums["trained_tokens"],
+            "tokens/padding": sums["padded_tokens"] - sums["tokens"],
+            "samples/count": len(samples),
+            "samples/rollouts": len(rollouts),
+            "samples/per_rollout": len(samples) / max(len(rollouts), 1),
+            "micro_batches": n_mb,
+        }
+        m.update({f"count/{k}": v for k, v in sorted(tb.counts.items())})
+        return m
+
+    # -- publishing and checkpoints -----------------------------------------------------------------
+    def publish(self) -> int:
+        """Hand the current weights to the publisher as the next policy version; record it in the store."""
+        version = self.policy_version + 1
+        path = self.publisher.publish(self.model, version) if self.publisher is not None else None
+        if self.store is not None:
+            self.store.add_policy_version(version, path, run_id=self.run_id,
+                                          metadata={"step": self.step_count})
+        self.policy_version = version
+        return version
+
+    def save_checkpoint(self, path: str | Path | None = None) -> Path:
+        if path is None:
+            if self.run_dir is None:
+                raise ValueError("save_checkpoint needs a path when the trainer has no run_dir")
+            path = self.run_dir / "checkpoints" / f"step_{self.step_count:06d}"
+        state = {"step": self.step_count, "policy_version": self.policy_version,
+                 "config": self.config.model_dump(mode="json")}
+        return ckpt.save_checkpoint(path, self.model, self.optimizer, state)
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        state = ckpt.load_checkpoint(path, self.model, self.optimizer)
+        self.step_count = int(state["step"])
+        self.policy_version = int(state["policy_version"])
+
+    def close(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()

@@ -1,0 +1,108 @@
+"""Advantage estimators on hand-computed numbers; infra failures, zero variance and per-call returns."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harnessrl.training.advantages import RolloutRecord, compute_advantages, group_advantages, rollout_reward
+from harnessrl.training.config import TrainingConfig
+from harnessrl.types import FailureKind, Reward, Rollout, RolloutStatus
+
+from ._helpers import make_sample
+
+REWARDS = [1.0, 2.0, 3.0, 6.0]  # mean 3, deviations -2 -1 0 3, unbiased var 14/3
+
+
+def test_grpo_hand_computed():
+    std = math.sqrt(14 / 3)
+    got = group_advantages(REWARDS, "grpo", eps=0.0)
+    assert got == pytest.approx([-2 / std, -1 / std, 0.0, 3 / std], abs=1e-12)
+    assert got[0] == pytest.approx(-0.9258200997725514)
+
+
+def test_dr_grpo_hand_computed():
+    assert group_advantages(REWARDS, "dr_grpo") == pytest.approx([-2.0, -1.0, 0.0, 3.0])
+
+
+def test_rloo_hand_computed():
+    # r_i - mean of the other three: 1 - 11/3, 2 - 10/3, 3 - 9/3, 6 - 6/3
+    assert group_advantages(REWARDS, "rloo") == pytest.approx([-8 / 3, -4 / 3, 0.0, 4.0])
+
+
+def test_unknown_estimator_is_an_error():
+    with pytest.raises(ValueError, match="grpo"):
+        group_advantages([1.0, 2.0], "ppo")
+
+
+def _rollout(rid: str, group: str = "g", status=RolloutStatus.SUCCEEDED, failure=None) -> Rollout:
+    return Rollout(id=rid, run_id=None, task_id="t", group_id=group, input={}, status=status, policy_version=0,
+                   failure_kind=failure)
+
+
+def _record(rid, reward, group="g", status=RolloutStatus.SUCCEEDED, failure=None, n_samples=1):
+    rewards = [] if reward is None else [Reward(rollout_id=rid, value=reward)]
+    samples = [make_sample([1, 2, 3], [0, 1, 1], rollout_id=rid, group_id=group) for _ in range(n_samples)]
+    return RolloutRecord(rollout=_rollout(rid, group, status, failure), rewards=rewards, samples=samples)
+
+
+def test_infra_failure_is_excluded_not_zero_and_agent_failure_keeps_reward():
+    records = [
+        _record("a", 1.0),
+        _record("b", 0.0, status=RolloutStatus.FAILED, failure=FailureKind.AGENT),
+        _record("c", 0.0, status=RolloutStatus.FAILED, failure=FailureKind.INFRA),
+        _record("d", None, status=RolloutStatus.FAILED, failure=FailureKind.INFRA),
+    ]
+    res = compute_advantages(records, TrainingConfig(estimator="dr_grpo"))
+    assert res.advantages == pytest.approx({"a": 0.5, "b": -0.5})  # c's reward 0 did not enter the mean
+    assert res.counts["rollouts.infra_failure"] == 2
+    assert {s.rollout_id for s in res.samples} == {"a", "b"}
+
+
+def test_advantage_is_broadcast_to_every_sample_of_a_rollout():
+    res = compute_advantages([_record("a", 1.0, n_samples=3), _record("b", 0.0)], TrainingConfig(estimator="rloo"))
+    assert [s.advantage for s in res.samples] == [1.0, 1.0, 1.0, -1.0]
+
+
+def test_zero_variance_singleton_and_missing_reward_are_reported():
+    records = [_record("a", 1.0, group="g1"), _record("b", 1.0, group="g1"), _record("c", 0.5, group="g2"),
+               _record("d", None, group="g3"), _record("e", 2.0, group="g3"),
+               _record("f", 1.0, group="g4", status=RolloutStatus.CANCELLED)]
+    res = compute_advantages(records, TrainingConfig())
+    assert res.samples == []
+    assert res.counts["groups.zero_variance"] == 1
+    assert res.counts["groups.singleton"] == 2  # g2, and g3 after d (no reward) left it
+    assert res.counts["rollouts.no_reward"] == 1 and res.counts["rollouts.cancelled"] == 1
+    kept = compute_advantages(records[:2], TrainingConfig(drop_zero_variance_groups=False))
+    assert [s.advantage for s in kept.samples] == [0.0, 0.0]
+
+
+def test_reward_aggregation_sum_latest_per_name_or_named():
+    rs = [Reward("a", 1.0, "correct", created_at=1), Reward("a", 0.5, "format", created_at=2),
+          Reward("a", 3.0, "correct", created_at=3), Reward("a", 9.0, "step", call_index=0)]
+    assert rollout_reward(rs) == 3.5
+    assert rollout_reward(rs, "format") == 0.5
+    assert rollout_reward(rs, "missing") is None
+
+
+def test_per_call_rewards_give_discounted_segment_returns():
+    # rollout a: calls 0,1,2 in one sample; call rewards 1 on call 0, outcome 2 -> step rewards 1, 0, 2
+    from harnessrl.types import Sample, SampleFidelity
+
+    sample = Sample(rollout_id="a", group_id="g", token_ids=[1, 2, 3, 4, 5, 6], loss_mask=[0, 1, 0, 1, 0, 1],
+                    behaviour_logprobs=[0.0] * 6, policy_versions=[0, 0, 0], call_indices=[0, 1, 2],
+                    fidelity=SampleFidelity.MERGED, call_spans=[(1, 2), (3, 4), (5, 6)])
+    a = RolloutRecord(_rollout("a"), [Reward("a", 1.0, call_index=0), Reward("a", 2.0)], [sample])
+    b = _record("b", 0.5)
+    b.samples = [make_sample([1, 2], [0, 1], rollout_id="b")]
+    b.samples[0] = b.samples[0].__class__(**{**{f: getattr(b.samples[0], f) for f in b.samples[0].__slots__},
+                                             "call_spans": [(1, 2)]})
+    cfg = TrainingConfig(estimator="dr_grpo", per_call_rewards=True, discount=0.5)
+    res = compute_advantages([a, b], cfg)
+    # returns: G2 = 2, G1 = 0 + .5*2 = 1, G0 = 1 + .5*1 = 1.5; group mean of (1.5, 0.5) = 1.0
+    assert res.rewards == pytest.approx({"a": 1.5, "b": 0.5})
+    sa, sb = res.samples
+    assert sa.advantage == pytest.approx(0.5)
+    assert sa.token_advantages == pytest.approx([0.0, 0.5, 0.0, 0.0, 0.0, 1.0])
+    assert sb.token_advantages == pytest.approx([0.0, -0.5])

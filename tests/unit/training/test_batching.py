@@ -1,0 +1,69 @@
+"""Packing is only allowed if it changes nothing: packed logprobs must equal per-sample logprobs."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from harnessrl.training.batching import make_micro_batches
+from harnessrl.training.forward import token_logprobs
+from harnessrl.training.losses import token_weights
+
+from ._helpers import VOCAB, make_sample
+
+
+def _samples(n: int, seed: int = 1) -> list:
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        length = rng.randint(3, 40)
+        toks = [rng.randrange(VOCAB) for _ in range(length)]
+        mask = [0] + [rng.randint(0, 1) for _ in range(length - 1)]
+        mask[-1] = 1
+        out.append(make_sample(toks, mask, rollout_id=f"r{i % 3}"))
+    return out
+
+
+def _logprobs(model, samples, budget, mode):
+    w = token_weights(samples, "token")
+    result: dict[tuple[int, int], float] = {}
+    for mb in make_micro_batches(samples, w, budget, mode):
+        with torch.no_grad():
+            lp, _ = token_logprobs(model, mb, torch.device("cpu"))
+        k = 0
+        for i in mb.sample_indices:
+            for t in range(1, len(samples[i].token_ids)):
+                if samples[i].loss_mask[t]:
+                    result[(i, t)] = float(lp[k])
+                    k += 1
+        assert k == lp.numel()
+    return result
+
+
+def test_packed_equals_unpacked(tiny_model):
+    tiny_model.eval()
+    samples = _samples(9)
+    alone = _logprobs(tiny_model, samples, budget=1, mode="packed")  # budget 1: one sample per micro-batch
+    packed = _logprobs(tiny_model, samples, budget=120, mode="packed")
+    padded = _logprobs(tiny_model, samples, budget=120, mode="padded")
+    assert alone.keys() == packed.keys() == padded.keys()
+    assert max(abs(alone[k] - packed[k]) for k in alone) < 1e-4
+    assert max(abs(alone[k] - padded[k]) for k in alone) < 1e-4
+
+
+def test_micro_batches_respect_budget_and_cover_every_sample():
+    samples = _samples(20, seed=3)
+    mbs = make_micro_batches(samples, token_weights(samples, "rollout"), 64, "packed")
+    seen = sorted(i for mb in mbs for i in mb.sample_indices)
+    assert seen == list(range(20))
+    for mb in mbs:
+        assert mb.attention_mask is None and mb.input_ids.shape[0] == 1
+        assert mb.num_tokens <= 64 or len(mb.sample_indices) == 1
+        # positions restart at 0 for every packed sample
+        assert int((mb.position_ids[0] == 0).sum()) == len(mb.sample_indices)
+    total_w = sum(float(mb.weights.sum()) for mb in mbs)
+    assert abs(total_w - 1.0) < 1e-5
+    padded = make_micro_batches(samples, token_weights(samples, "rollout"), 64, "padded")
+    for mb in padded:
+        assert mb.input_ids.numel() <= 64 or mb.input_ids.shape[0] == 1

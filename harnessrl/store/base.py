@@ -37,6 +37,10 @@ class NotFound(StoreError):
     """The run, rollout or call does not exist."""
 
 
+class AlreadyExists(StoreError):
+    """A run, rollout or policy version with that id (or number) was already created."""
+
+
 class IllegalTransition(StoreError):
     """A rollout status change that the state machine forbids (e.g. succeeded -> running)."""
 

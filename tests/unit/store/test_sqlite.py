@@ -1,0 +1,110 @@
+"""What only the SQLite driver has: WAL, synchronous modes, query plans, schema versions, ``:memory:``."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from harnessrl.store import StoreError, open_store
+from harnessrl.store.schema import SCHEMA_VERSION
+from harnessrl.store.sqlite import SqliteStore
+from harnessrl.types import RolloutStatus
+
+from ._helpers import make_call
+
+
+def _pragma(store: SqliteStore, name: str) -> object:
+    return store._writer().execute(f"PRAGMA {name}").fetchone()[0]
+
+
+def test_wal_and_synchronous(tmp_path: Path) -> None:
+    with SqliteStore(tmp_path / "a.db") as store:
+        assert _pragma(store, "journal_mode") == "wal"
+        assert _pragma(store, "synchronous") == 1  # NORMAL
+        assert _pragma(store, "foreign_keys") == 1
+    with SqliteStore.from_url(f"sqlite:///{tmp_path}/b.db?synchronous=full") as store:
+        assert _pragma(store, "synchronous") == 2  # FULL
+    with pytest.raises(ValueError, match="unknown sqlite store options"):
+        SqliteStore.from_url(f"sqlite:///{tmp_path}/c.db?fsync=1")
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteStore(tmp_path / "d.db", synchronous="OFF")  # type: ignore[arg-type]
+
+
+def test_urls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = open_store("sqlite:///sub/rel.db")
+    store.close()
+    assert (tmp_path / "sub" / "rel.db").exists()
+    with SqliteStore.from_url("sqlite:///:memory:") as mem:
+        assert mem.path == ":memory:"
+
+
+@pytest.mark.parametrize(
+    "filters",
+    [dict(zip(("run_id", "status", "step"), v, strict=True)) for v in itertools.product((None, 1), repeat=3)],
+)
+def test_listing_rollouts_never_scans_the_table(tmp_path: Path, filters: dict) -> None:
+    with SqliteStore(tmp_path / "a.db") as store:
+        where = " AND ".join(f"{k} = ?" for k, v in filters.items() if v is not None)
+        sql = (
+            "SELECT * FROM rollouts"
+            + (f" WHERE {where}" if where else "")
+            + " ORDER BY created_at, id LIMIT 5"
+        )
+        args = [v for v in filters.values() if v is not None]
+        plan = " | ".join(row[3] for row in store._writer().execute("EXPLAIN QUERY PLAN " + sql, args))
+        # A filter searches an index; no filter walks the created_at index and stops at LIMIT.
+        assert plan.startswith("SEARCH rollouts USING INDEX" if args else "SCAN rollouts USING INDEX"), plan
+        assert "TEMP B-TREE" not in plan, plan  # already in created_at order: no sort of all matches
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    SqliteStore(tmp_path / "a.db").close()
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+        conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreError, match="upgrade harnessrl"):
+        SqliteStore(tmp_path / "a.db")
+
+
+def test_memory_store_shares_one_connection_across_threads() -> None:
+    with SqliteStore(":memory:") as store:
+        rid = store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h").id
+        seen: list[int] = []
+        th = threading.Thread(target=lambda: seen.extend(store.record_calls([make_call(rid, [1], [2])])))
+        th.start()
+        th.join()
+        assert seen == [0] and store.get_call(rid, 0).prompt_token_ids == [1]
+
+
+def test_tiny_cache_still_compresses_and_indexes(tmp_path: Path) -> None:
+    """With the LRU evicting everything, every batch rebuilds from the database, with the same result."""
+    with SqliteStore(tmp_path / "a.db", cache_bytes=0) as store:
+        rids = [
+            store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h").id for _ in range(2)
+        ]
+        prompts = {rid: [1, 2, 3] for rid in rids}
+        for turn in range(5):
+            for rid in rids:
+                assert store.record_calls([make_call(rid, prompts[rid], [turn])]) == [turn]
+                prompts[rid] = prompts[rid] + [turn, 9]
+        for rid in rids:
+            assert store.storage_bytes(rid) == 4 * (3 + 4 * 1) + 5 * 8
+            assert store.get_call(rid, 4).prompt_token_ids == [1, 2, 3, 0, 9, 1, 9, 2, 9, 3, 9]
+
+
+def test_cache_is_dropped_when_rollout_ends_and_closed_store_refuses(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "a.db")
+    rid = store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h").id
+    store.record_calls([make_call(rid, [1], [2])])
+    assert store._cache.get(rid) is not None
+    store.transition_rollout(rid, RolloutStatus.CANCELLED)
+    assert store._cache.get(rid) is None
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(StoreError, match="closed"):
+        store.get_rollout(rid)

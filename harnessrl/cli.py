@@ -1,0 +1,106 @@
+"""The ``harnessrl`` command line.
+
+``harnessrl gateway --engine http://127.0.0.1:8000/v1 --db sqlite:///harnessrl.db`` serves the recording
+gateway. Flags override the ``[gateway]`` / ``[store]`` sections of ``--config FILE.toml``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("harnessrl")
+
+
+def _load_toml(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        with Path(path).open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise SystemExit(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SystemExit(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def _start_embedded(data: dict[str, Any]) -> str:
+    """Start the in-process engine and return its base URL (``.../v1``)."""
+    try:
+        from harnessrl.engines import start_embedded_server  # type: ignore[attr-defined]
+    except ImportError:
+        raise SystemExit(
+            "--engine embedded needs harnessrl.engines.start_embedded_server, which this installation "
+            "does not provide yet; start an engine separately and pass its URL (--engine http://HOST:PORT/v1)"
+        ) from None
+    return start_embedded_server(data.get("engine", {}))
+
+
+def cmd_gateway(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from harnessrl.gateway import Gateway, GatewayConfig
+    from harnessrl.store import open_store
+
+    data = _load_toml(args.config)
+    section = dict(data.get("gateway", {}))
+    for flag, key in (("host", "host"), ("port", "port"), ("model_name", "model_name"),
+                      ("render_mode", "render_mode"), ("public_url", "public_url")):
+        if getattr(args, flag) is not None:
+            section[key] = getattr(args, flag)
+    if args.engine:
+        section["engines"] = args.engine
+    try:
+        config = GatewayConfig.model_validate(section)
+    except Exception as exc:  # pydantic's message names the bad key
+        raise SystemExit(f"invalid gateway configuration: {exc}") from None
+    config.engines = [_start_embedded(data) if e == "embedded" else e for e in config.engines]
+    if not config.engines:
+        raise SystemExit("no engine configured: pass --engine http://HOST:PORT/v1 (repeatable) or --engine embedded")
+    db = args.db or data.get("store", {}).get("url") or "sqlite:///harnessrl.db"
+    store = open_store(db)
+    gateway = Gateway(store, config)
+    if gateway.generated_admin_token:
+        # Printed to the terminal only (never logged or stored): the controller needs it to create rollouts.
+        print(f"harnessrl gateway admin token: {gateway.admin_token}", file=sys.stderr, flush=True)
+    log.info("gateway on http://%s:%d -> %s, recording to %s", config.host, config.port,
+             ", ".join(config.engines), db)
+    try:
+        uvicorn.run(gateway.app, host=config.host, port=config.port, log_level=args.log_level.lower(),
+                    access_log=False, timeout_keep_alive=60, backlog=4096)
+    finally:
+        store.close()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="harnessrl", description="RL for LLM agents inside their own harness.")
+    ap.add_argument("--log-level", default=os.environ.get("HARNESSRL_LOG_LEVEL", "INFO"))
+    sub = ap.add_subparsers(dest="command", required=True)
+    g = sub.add_parser("gateway", help="serve the recording gateway in front of one or more engines")
+    g.add_argument("--engine", action="append", default=[],
+                   help="engine base URL speaking vLLM's OpenAI dialect (repeatable), or 'embedded'")
+    g.add_argument("--db", help="store URL (default sqlite:///harnessrl.db)")
+    g.add_argument("--host", help="interface to listen on (default 127.0.0.1)")
+    g.add_argument("--port", type=int, help="port (default 8400)")
+    g.add_argument("--config", help="TOML file with [gateway] and [store] sections")
+    g.add_argument("--model-name", help="name /v1/models lists for the served policy")
+    g.add_argument("--render-mode", choices=["engine", "gateway"], help="who applies the chat template")
+    g.add_argument("--public-url", help="URL harnesses reach the gateway at (for rollout base_url)")
+    g.set_defaults(func=cmd_gateway)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The admin API, for the controller and the trainer (bearer admin token).
+
+Rollouts are created here (the response is the only place the rollout's API key ever appears), read back
+with their calls and rewards, moved along the state machine, and the gateway is paused for weight updates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from harnessrl.gateway.errors import BadRequest, Forbidden, GatewayError, NotFoundError, Unauthorized
+from harnessrl.gateway.proxy import api_key, read_json
+from harnessrl.gateway.rollouts import RolloutState, hash_key, new_api_key
+from harnessrl.store.base import IllegalTransition, NotFound
+from harnessrl.types import Call, FailureKind, Rollout, RolloutStatus
+
+if TYPE_CHECKING:
+    from harnessrl.gateway.app import Gateway
+
+_ADMIN_BODY_MAX = 64 * 1024 * 1024
+
+
+def json_response(obj: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(obj), status_code=status, media_type="application/json")
+
+
+def rollout_json(r: Rollout) -> dict[str, Any]:
+    return asdict(r)
+
+
+def call_json(c: Call) -> dict[str, Any]:
+    d = asdict(c)
+    d["completion_token_ids"] = c.completion_token_ids
+    d["completion_logprobs"] = c.completion_logprobs
+    return d
+
+
+class AdminApi:
+    def __init__(self, gw: Gateway) -> None:
+        self.gw = gw
+
+    def _check(self, request: Request) -> None:
+        key = api_key(request)
+        if not key:
+            raise Unauthorized("the admin API needs 'Authorization: Bearer <admin token>'")
+        if not hmac.compare_digest(key.encode(), self.gw.admin_token.encode()):
+            raise Forbidden("wrong admin token")
+
+    async def _body(self, request: Request) -> dict[str, Any]:
+        body = await read_json(request, _ADMIN_BODY_MAX)
+        if not isinstance(body, dict):
+            raise BadRequest("the request body must be a JSON object")
+        return body
+
+    def route(self, fn: Any) -> Any:
+        async def endpoint(request: Request) -> Response:
+            try:
+                self._check(request)
+                return await fn(request)
+            except GatewayError as exc:
+                return exc.response()
+            except NotFound as exc:
+                return NotFoundError(str(exc)).response()
+            except IllegalTransition as exc:
+                return GatewayError(str(exc), status=409, code="illegal_transition").response()
+        endpoint.__name__ = fn.__name__
+        return endpoint
+
+    # -- rollouts -------------------------------------------------------------------------------------
+    async def create_rollout(self, request: Request) -> Response:
+        body = await self._body(request)
+        for field in ("task_id", "group_id"):
+            if not isinstance(body.get(field), str) or not body[field]:
+                raise BadRequest(f"'{field}' is required (a non-empty string)")
+        if not isinstance(body.get("input", {}), dict):
+            raise BadRequest("'input' must be an object")
+        if body.get("step") is not None and type(body["step"]) is not int:
+            raise BadRequest("'step' must be an integer")
+        key = new_api_key()
+        rollout = await asyncio.to_thread(
+            self.gw.store.create_rollout,
+            task_id=body["task_id"], input=body.get("input") or {}, group_id=body["group_id"],
+            api_key_hash=hash_key(key), policy_version=self.gw.gate.policy_version,
+            run_id=body.get("run_id"), step=body.get("step"), metadata=body.get("metadata") or {},
+            rollout_id=body.get("rollout_id"),
+        )
+        self.gw.registry.add(RolloutState(id=rollout.id, key_hash=hash_key(key)))
+        base = self.gw.public_url(request)
+        out = rollout_json(rollout)
+        out.update(rollout_id=rollout.id, api_key=key, base_url=f"{base}/r/{rollout.id}/v1",
+                   anthropic_base_url=f"{base}/r/{rollout.id}")
+        return json_response(out, 201)
+
+    async def list_rollouts(self, request: Request) -> Response:
+        q = request.query_params
+        try:
+            limit = min(int(q.get("limit", 100)), 1000)
+            offset = int(q.get("offset", 0))
+            step = int(q["step"]) if "step" in q else None
+            status = RolloutStatus(q["status"]) if "status" in q else None
+        except ValueError as exc:
+            raise BadRequest(f"bad query parameter: {exc}") from None
+        rows = await asyncio.to_thread(self.gw.store.list_rollouts, run_id=q.get("run_id"), status=status,
+                                       step=step, limit=limit + 1, offset=offset)
+        return json_response({"data": [rollout_json(r) for r in rows[:limit]], "limit": limit,
+                              "offset": offset, "has_more": len(rows) > limit})
+
+    async def get_rollout(self, request: Request) -> Response:
+        rid = request.path_params["rollout"]
+        store = self.gw.store
+
+        def read() -> dict[str, Any]:
+            out = rollout_json(store.get_rollout(rid))
+            out["calls"] = [call_json(c) for c in store.get_calls(rid)]
+            out["rewards"] = [asdict(r) for r in store.get_rewards(rid)]
+            return out
+
+        return json_response(await asyncio.to_thread(read))
+
+    async def set_status(self, request: Request) -> Response:
+        rid = request.path_params["rollout"]
+        body = await self._body(request)
+        try:
+            status = RolloutStatus(body.get("status"))
+            kind = FailureKind(body["failure_kind"]) if body.get("failure_kind") else None
+        except ValueError as exc:
+            raise BadRequest(f"{exc}; status is one of {[s.value for s in RolloutStatus]}, "
+                             f"failure_kind one of {[k.value for k in FailureKind]}") from None
+        kwargs = {k: body[k] for k in ("error", "exit_code", "logs", "runner_handle") if k in body}
+        rollout = await asyncio.to_thread(self.gw.store.transition_rollout, rid, status, failure_kind=kind,
+                                          **kwargs)
+        if rollout.status.terminal:
+            self.gw.registry.mark_closed(rid)
+            self.gw.pool.forget(rid)
+        return json_response(rollout_json(rollout))
+
+    # -- weight updates -------------------------------------------------------------------------------
+    async def pause(self, request: Request) -> Response:
+        body = await self._body(request) if int(request.headers.get("content-length") or 0) else {}
+        drained = await self.gw.gate.pause(body.get("timeout_s", 600.0))
+        return json_response({"paused": True, "drained": drained, "in_flight": self.gw.gate.in_flight})
+
+    async def resume(self, request: Request) -> Response:
+        self.gw.gate.resume()
+        return json_response({"paused": False, "policy_version": self.gw.gate.policy_version})
+
+    async def policy_version(self, request: Request) -> Response:
+        body = await self._body(request)
+        version = body.get("version")
+        if type(version) is not int or version < 0:
+            raise BadRequest("'version' must be a non-negative integer")
+        self.gw.gate.policy_version = version
+        if body.get("record"):
+            await asyncio.to_thread(self.gw.store.add_policy_version, version, body.get("checkpoint_path"),
+                                    body.get("run_id"), body.get("metadata"))
+        return json_response({"policy_version": version})
+
+    async def status(self, request: Request) -> Response:
+        gate = self.gw.gate
+        return json_response({"paused": gate.paused, "in_flight": gate.in_flight, "waiting": gate.waiting,
+                              "policy_version": gate.policy_version, "engines": self.gw.pool.status(),
+                              "recorded": self.gw.recorder.recorded, "commits": self.gw.recorder.batches})

@@ -1,0 +1,208 @@
+"""The gateway application: wiring of pool, recorder, registry and pause gate into Starlette routes.
+
+``Gateway`` is the object (build it with a store and a config); ``Gateway.app`` is the ASGI app;
+``serve_in_thread`` runs it under uvicorn in a background thread for in-process use (controller, tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from harnessrl.gateway.admin import AdminApi, json_response
+from harnessrl.gateway.config import GatewayConfig
+from harnessrl.gateway.errors import BadRequest, GatewayError, RolloutClosedError
+from harnessrl.gateway.pause import PauseGate
+from harnessrl.gateway.pool import EnginePool
+from harnessrl.gateway.proxy import Proxy, api_key, read_json
+from harnessrl.gateway.recorder import Recorder
+from harnessrl.gateway.redact import Redactor
+from harnessrl.gateway.render_seam import ChatRenderer, load_renderer
+from harnessrl.gateway.rollouts import RolloutRegistry
+from harnessrl.store.base import RolloutClosed, Store
+from harnessrl.types import ApiKind
+
+log = logging.getLogger(__name__)
+
+
+class Gateway:
+    """The recording gateway over one store and a pool of engines."""
+
+    def __init__(self, store: Store, config: GatewayConfig | None = None,
+                 renderer: ChatRenderer | None = None) -> None:
+        self.config = config = config or GatewayConfig()
+        self.store = store
+        self.admin_token = config.admin_token or os.environ.get("HARNESSRL_ADMIN_TOKEN") or ""
+        self.generated_admin_token = not self.admin_token
+        if not self.admin_token:
+            self.admin_token = "hrl-admin-" + secrets.token_urlsafe(24)
+        versions = store.list_policy_versions()
+        self.gate = PauseGate(config.limits.pause_timeout_s,
+                              max((v.version for v in versions), default=0))
+        self.pool = EnginePool(config.engines, model=config.engine_model,
+                               health_interval_s=config.health_interval_s,
+                               affinity_slack=config.affinity_slack, timeout_s=config.limits.upstream_timeout_s)
+        self.recorder = Recorder(store, Redactor(config.redact_patterns), config.record_batch_max)
+        self.registry = RolloutRegistry(store)
+        self.proxy = Proxy(config, self.pool, self.recorder, self.registry, self.gate)
+        if renderer is None and config.render_mode == "gateway":
+            renderer = load_renderer(config)
+        self.proxy.renderer = renderer
+        self.url: str | None = None  # set once serving
+        self.app = self._build_app()
+
+    def public_url(self, request: Request) -> str:
+        if self.config.public_url:
+            return self.config.public_url.rstrip("/")
+        return str(request.base_url).rstrip("/")
+
+    # -- lifecycle --------------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Any) -> AsyncIterator[None]:
+        self.recorder.start()
+        await self.pool.start()
+        try:
+            yield
+        finally:
+            await self.pool.close()
+            await asyncio.to_thread(self.recorder.stop)
+
+    def _build_app(self) -> Starlette:
+        admin = AdminApi(self)
+        r = admin.route
+        routes = [
+            Route("/r/{rollout}/v1/chat/completions", self._chat, methods=["POST"]),
+            Route("/r/{rollout}/v1/completions", self._completions, methods=["POST"]),
+            Route("/r/{rollout}/v1/models", self._models, methods=["GET"]),
+            Route("/r/{rollout}/reward", self._reward, methods=["POST"]),
+            Route("/v1/models", self._models, methods=["GET"]),
+            Route("/healthz", self._healthz, methods=["GET"]),
+            Route("/admin/rollouts", r(admin.create_rollout), methods=["POST"]),
+            Route("/admin/rollouts", r(admin.list_rollouts), methods=["GET"]),
+            Route("/admin/rollouts/{rollout}", r(admin.get_rollout), methods=["GET"]),
+            Route("/admin/rollouts/{rollout}/status", r(admin.set_status), methods=["POST"]),
+            Route("/admin/pause", r(admin.pause), methods=["POST"]),
+            Route("/admin/resume", r(admin.resume), methods=["POST"]),
+            Route("/admin/policy_version", r(admin.policy_version), methods=["POST"]),
+            Route("/admin/status", r(admin.status), methods=["GET"]),
+        ]
+        return Starlette(routes=routes, lifespan=self.lifespan)
+
+    # -- harness routes -------------------------------------------------------------------------------
+    async def _chat(self, request: Request) -> Response:
+        return await self.proxy.handle(request, ApiKind.CHAT)
+
+    async def _completions(self, request: Request) -> Response:
+        return await self.proxy.handle(request, ApiKind.COMPLETIONS)
+
+    async def _models(self, request: Request) -> Response:
+        if "rollout" in request.path_params:
+            try:
+                await self.registry.authorize(request.path_params["rollout"], api_key(request))
+            except RolloutClosedError:
+                pass  # listing models of a finished rollout is harmless
+            except GatewayError as exc:
+                return exc.response()
+        model = {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "harnessrl",
+                 "policy_version": self.gate.policy_version}
+        return json_response({"object": "list", "data": [model]})
+
+    async def _reward(self, request: Request) -> Response:
+        rid = request.path_params["rollout"]
+        try:
+            try:
+                await self.registry.authorize(rid, api_key(request))
+            except RolloutClosedError:
+                pass  # a harness may report its reward just after the runner saw it exit
+            body = await read_json(request, 1024 * 1024)
+            if not isinstance(body, dict):
+                raise BadRequest("the request body must be a JSON object")
+            value, name, idx = body.get("value"), body.get("name", "reward"), body.get("call_index")
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise BadRequest("'value' is required and must be a number")
+            if not isinstance(name, str) or not name:
+                raise BadRequest("'name' must be a non-empty string")
+            if idx is not None and (type(idx) is not int or idx < 0):
+                raise BadRequest("'call_index' must be a non-negative integer")
+            try:
+                reward = await asyncio.to_thread(self.store.add_reward, rid, float(value), name, idx)
+            except RolloutClosed as exc:
+                raise RolloutClosedError(str(exc)) from None
+        except GatewayError as exc:
+            return exc.response()
+        return json_response({"rollout_id": rid, "name": reward.name, "value": reward.value,
+                              "call_index": reward.call_index}, 201)
+
+    async def _healthz(self, request: Request) -> Response:
+        healthy = any(e.healthy for e in self.pool.engines)
+        return json_response({"ok": healthy, "paused": self.gate.paused,
+                              "policy_version": self.gate.policy_version}, 200 if healthy else 503)
+
+
+class GatewayServer:
+    """Runs a ``Gateway`` under uvicorn in a background thread (in-process controller, tests).
+
+    >>> server = GatewayServer(Gateway(store, GatewayConfig(engines=[url], port=0))).start()
+    >>> server.url  # 'http://127.0.0.1:54321'
+    >>> server.stop()
+    """
+
+    def __init__(self, gateway: Gateway, log_level: str = "warning") -> None:
+        import uvicorn
+
+        self.gateway = gateway
+        cfg = gateway.config
+        self._sock = socket.socket(socket.AF_INET6 if ":" in cfg.host else socket.AF_INET)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((cfg.host, cfg.port))
+        host, port = self._sock.getsockname()[:2]
+        self.url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+        gateway.url = self.url
+        self._server = uvicorn.Server(uvicorn.Config(
+            gateway.app, log_level=log_level, access_log=False, lifespan="on", timeout_keep_alive=60,
+            backlog=4096))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
+                                        name="harnessrl-gateway", daemon=True)
+
+    def start(self, timeout_s: float = 30.0) -> GatewayServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the gateway did not start; see the log for the cause")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=30)
+        self._sock.close()
+
+    def __enter__(self) -> GatewayServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def serve_in_thread(store: Store, engines: list[str], config: GatewayConfig | None = None,
+                    **overrides: Any) -> GatewayServer:
+    """Start a gateway over ``store`` and ``engines`` in a background thread; returns the running server.
+
+    ``server.url`` is its base URL, ``server.gateway.admin_token`` its admin token; call ``stop()``.
+    """
+    config = (config or GatewayConfig(port=0)).model_copy(update={"engines": list(engines), **overrides})
+    return GatewayServer(Gateway(store, config)).start()

@@ -1,0 +1,88 @@
+"""Gateway configuration: one pydantic model, every field with a laptop-friendly default.
+
+Kept apart from the code that reads it so that the lead's ``HarnessConfig`` can compose it as the
+``[gateway]`` section of the run's TOML file.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class GatewayLimits(BaseModel):
+    """Limits that contain a runaway harness. Exceeding one is a clear 4xx that is also recorded."""
+
+    max_tokens_per_call: int = Field(
+        4096, ge=1, description="Cap on a call's max_tokens; larger requests get 400, absent ones get the cap."
+    )
+    max_calls_per_rollout: int = Field(1000, ge=1, description="Call budget of one rollout.")
+    max_tokens_per_rollout: int = Field(
+        1_000_000,
+        ge=1,
+        description="Budget of completion tokens one rollout may sample (each call's max_tokens is clamped "
+        "to what is left).",
+    )
+    max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024, description="Largest request body accepted (413).")
+    pause_timeout_s: float = Field(
+        600.0, gt=0, description="How long a request waits while the gateway is paused before it gets 503."
+    )
+    upstream_timeout_s: float = Field(600.0, gt=0, description="Total time allowed for one engine request.")
+
+
+DEFAULT_REDACTIONS = [
+    r"sk-[A-Za-z0-9_\-]{20,}",  # OpenAI / Anthropic style keys
+    r"AKIA[0-9A-Z]{16}",  # AWS access key ids
+    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
+    r"xox[baprs]-[A-Za-z0-9\-]{10,}",  # Slack tokens
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+]
+
+
+class GatewayConfig(BaseModel):
+    """The recording gateway: where it listens, which engines it forwards to, and how it records."""
+
+    host: str = Field("127.0.0.1", description="Interface to listen on (loopback by default).")
+    port: int = Field(8400, ge=0, le=65535, description="TCP port; 0 picks a free one.")
+    public_url: str | None = Field(
+        None,
+        description="URL harnesses use to reach the gateway (for base_url in POST /admin/rollouts); "
+        "defaults to the URL the admin request came in on.",
+    )
+    engines: list[str] = Field(
+        default_factory=list,
+        description="Engine base URLs speaking vLLM's OpenAI dialect (e.g. http://127.0.0.1:8000/v1), "
+        "or 'embedded'.",
+    )
+    model_name: str = Field("policy", description="Name under which /v1/models lists the served policy.")
+    engine_model: str | None = Field(
+        None, description="Model name sent to the engines; default: the first name the engine lists."
+    )
+    admin_token: str | None = Field(
+        None,
+        description="Bearer token of the admin API. Else HARNESSRL_ADMIN_TOKEN, else generated at start.",
+    )
+    render_mode: Literal["engine", "gateway"] = Field(
+        "engine",
+        description="'engine': the engine applies the chat template and returns token ids. 'gateway': "
+        "the gateway renders token-exact prompts itself and sends token ids to /completions.",
+    )
+    limits: GatewayLimits = Field(default_factory=GatewayLimits)
+    pinned_sampling: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Sampling parameters forced on every call for training (e.g. {temperature = 1.0, "
+        "top_p = 1.0}); the harness's own values are overridden and the effective ones recorded.",
+    )
+    redact_patterns: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_REDACTIONS),
+        description="Regexes whose matches are replaced by [REDACTED] in stored requests and responses.",
+    )
+    health_interval_s: float = Field(2.0, gt=0, description="Seconds between engine health checks.")
+    affinity_slack: int = Field(
+        4,
+        ge=0,
+        description="A rollout stays on its engine (prefix cache) unless that engine has this many more "
+        "outstanding requests than the least loaded one.",
+    )
+    record_batch_max: int = Field(256, ge=1, description="Most calls committed in one store transaction.")

@@ -1,0 +1,343 @@
+"""The hot path: one harness model call -> engine -> durable record -> response.
+
+Order matters and is the guarantee: the call is committed to the store before the harness receives the
+response (for streams: before the last chunk and ``[DONE]``). Limits are checked before the engine is
+asked; the engine is retried elsewhere only while nothing has been sent to the harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+import aiohttp
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from harnessrl.gateway import dialect
+from harnessrl.gateway.config import GatewayConfig
+from harnessrl.gateway.errors import (
+    BadRequest,
+    EngineUnavailable,
+    GatewayError,
+    LimitExceeded,
+    PayloadTooLarge,
+    RolloutClosedError,
+    UpstreamError,
+)
+from harnessrl.gateway.fidelity import classify_prompt
+from harnessrl.gateway.pause import PauseGate
+from harnessrl.gateway.pool import CONNECT_ERRORS, RETRY_STATUSES, STREAM_ERRORS, Engine, EnginePool
+from harnessrl.gateway.recorder import Recorder
+from harnessrl.gateway.rollouts import RolloutRegistry, RolloutState
+from harnessrl.gateway.stream import DONE, StreamAccumulator, sse_data
+from harnessrl.store.base import NewCall, RolloutClosed
+from harnessrl.types import ApiKind, CallStatus, ChoiceTokens
+
+log = logging.getLogger(__name__)
+_PATHS = {ApiKind.CHAT: "/chat/completions", ApiKind.COMPLETIONS: "/completions"}
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+
+
+def api_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization")
+    if auth and auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return request.headers.get("x-api-key")
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    """The request body as JSON, refusing oversize bodies before reading them whole."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLarge(f"request body of {declared} bytes exceeds the limit of {max_bytes}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise PayloadTooLarge(f"request body exceeds the limit of {max_bytes} bytes")
+        chunks.append(chunk)
+    try:
+        return orjson.loads(b"".join(chunks))
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"malformed JSON body: {exc}") from None
+
+
+class Proxy:
+    def __init__(self, config: GatewayConfig, pool: EnginePool, recorder: Recorder,
+                 registry: RolloutRegistry, gate: PauseGate) -> None:
+        self.config = config
+        self.pool = pool
+        self.recorder = recorder
+        self.registry = registry
+        self.gate = gate
+        self.renderer: Any = None  # set by the app in render_mode "gateway" (see render_seam.py)
+
+    async def handle(self, request: Request, api: ApiKind) -> Response:
+        t0 = time.perf_counter()
+        rid = request.path_params["rollout"]
+        limits = self.config.limits
+        try:
+            state = await self.registry.authorize(rid, api_key(request))
+            body = await read_json(request, limits.max_body_bytes)
+            dialect.validate(api, body)
+        except GatewayError as exc:
+            return exc.response()
+        try:
+            if state.calls >= limits.max_calls_per_rollout:
+                raise LimitExceeded(
+                    f"the rollout's call budget ({limits.max_calls_per_rollout} calls) is used up",
+                    code="rollout_call_budget")
+            plan = dialect.plan(api, body, self.config, self.config.engine_model,
+                                limits.max_tokens_per_rollout - state.tokens)
+        except LimitExceeded as exc:
+            return await self._fail(state, api, body, {}, exc, self.gate.policy_version, None, t0)
+        if self.config.render_mode == "gateway" and api == ApiKind.CHAT:
+            from harnessrl.gateway.render_call import render_call
+
+            return await render_call(self, state, body, plan, t0)
+        state.calls += 1  # reserved now so that concurrent calls cannot overrun the budget
+        try:
+            version = await self.gate.enter()
+        except GatewayError as exc:
+            state.calls -= 1
+            return exc.response()
+        try:
+            engine, resp = await self.open(rid, api, plan)
+        except GatewayError as exc:
+            self.gate.exit()
+            return await self._fail(state, api, body, plan.sampling, exc, version, None, t0)
+        if plan.stream:
+            return _Relay(self, state, api, body, plan, engine, resp, version, t0)
+        try:
+            data = await resp.read()
+        except STREAM_ERRORS as exc:
+            err = UpstreamError(f"engine {engine.id} failed while answering: {exc}", status=502)
+            return await self._fail(state, api, body, plan.sampling, err, version, engine, t0)
+        finally:
+            resp.release()
+            engine.outstanding -= 1
+            self.gate.exit()
+        out = orjson.loads(data)
+        prompt, choices = dialect.extract(api, out)
+        call = self._call(state, api, body, plan, prompt, choices, out.get("policy_version", version),
+                          engine, t0)
+        out["model"] = body.get("model") or self.config.model_name
+        call.response = dialect.strip(out, plan.want_logprobs, plan.want_token_ids)
+        try:
+            index = await self.recorder.record(call)
+        except RolloutClosed as exc:
+            self.registry.mark_closed(state.id)
+            return RolloutClosedError(str(exc)).response()
+        self._account(state, prompt, choices)
+        return Response(orjson.dumps(out), media_type="application/json",
+                        headers={"x-harnessrl-call-index": str(index)})
+
+    # -- engine selection with failover ------------------------------------------------------------------
+    async def open(self, rid: str, api: ApiKind, plan: dialect.Plan,
+                   exclude: set[Engine] | None = None) -> tuple[Engine, aiohttp.ClientResponse]:
+        """Send the request to an engine, failing over while nothing has reached the harness.
+
+        Returns the engine (its ``outstanding`` count taken) and a 200 response; raises otherwise.
+        """
+        tried: set[Engine] = set(exclude or ())
+        last = ""
+        while True:
+            try:
+                engine = self.pool.pick(rid, tried)
+            except EngineUnavailable as exc:
+                if last:
+                    exc.message += f"; last error: {last}"
+                raise
+            if engine.model and not self.config.engine_model:
+                plan.upstream["model"] = engine.model
+            engine.outstanding += 1
+            try:
+                resp = await self.pool.post(engine, _PATHS[api], plan.upstream)
+            except (TimeoutError, *CONNECT_ERRORS) as exc:
+                engine.outstanding -= 1
+                self.pool.mark_down(engine, f"{type(exc).__name__}: {exc}")
+                tried.add(engine)
+                last = f"{engine.id}: {type(exc).__name__}: {exc}"
+                continue
+            if resp.status == 200:
+                engine.served += 1
+                return engine, resp
+            data = await resp.read()
+            resp.release()
+            engine.outstanding -= 1
+            if resp.status in RETRY_STATUSES:
+                tried.add(engine)
+                last = f"{engine.id}: HTTP {resp.status} {data[:200]!r}"
+                if len(tried) < len(self.pool.engines):
+                    continue
+            raise _upstream_error(resp.status, data, engine)
+
+    # -- recording helpers ----------------------------------------------------------------------------
+    def _call(self, state: RolloutState, api: ApiKind, body: dict, plan: dialect.Plan, prompt: list[int],
+              choices: list[ChoiceTokens], version: int, engine: Engine | None, t0: float,
+              status: CallStatus = CallStatus.OK, error: str | None = None) -> NewCall:
+        if prompt:
+            fidelity, reason = classify_prompt(prompt, state.history)
+        else:
+            fidelity, reason = None, "the engine returned no prompt_token_ids"
+        return NewCall(
+            rollout_id=state.id, api=api, status=status, request=body, response=None,
+            prompt_token_ids=prompt, choices=choices, policy_version=int(version),
+            requested_model=body.get("model"), sampling=plan.sampling,
+            engine_id=engine.id if engine else None, latency_s=time.perf_counter() - t0, error=error,
+            fidelity=fidelity, fidelity_reason=reason,
+        )
+
+    def _account(self, state: RolloutState, prompt: list[int], choices: list[ChoiceTokens]) -> None:
+        state.tokens += sum(len(c.token_ids) for c in choices)
+        if prompt:
+            for c in choices:
+                state.history.append(prompt + c.token_ids)
+
+    async def _fail(self, state: RolloutState, api: ApiKind, body: dict, sampling: dict,
+                    exc: GatewayError, version: int, engine: Engine | None, t0: float,
+                    prompt: list[int] | None = None, choices: list[ChoiceTokens] | None = None) -> Response:
+        """Record a refused or failed call (limits, engine errors) and answer with its error."""
+        call = NewCall(
+            rollout_id=state.id, api=api, status=CallStatus.ERROR, request=body, response=exc.body(),
+            prompt_token_ids=prompt or [], choices=choices or [], policy_version=int(version),
+            requested_model=body.get("model"), sampling=sampling,
+            engine_id=engine.id if engine else None, latency_s=time.perf_counter() - t0,
+            error=f"{exc.status} {exc.code}: {exc.message}",
+        )
+        try:
+            await self.recorder.record(call)
+        except RolloutClosed as closed:
+            self.registry.mark_closed(state.id)
+            return RolloutClosedError(str(closed)).response()
+        return exc.response()
+
+
+def _upstream_error(status: int, data: bytes, engine: Engine) -> UpstreamError:
+    try:
+        err = orjson.loads(data).get("error") or {}
+        message = err.get("message") if isinstance(err, dict) else str(err)
+    except (orjson.JSONDecodeError, AttributeError):
+        err, message = {}, data[:500].decode(errors="replace")
+    code = err.get("code") if isinstance(err, dict) else None
+    out_status = status if 400 <= status < 500 else 502
+    return UpstreamError(f"engine {engine.id} answered HTTP {status}: {message}", status=out_status,
+                         code=str(code) if code is not None else "engine_error")
+
+
+class _Relay:
+    """ASGI response that relays an engine stream, recording the call before the final chunk.
+
+    Written as a plain ASGI callable (not a generator) so that cleanup -- engine and pause-gate counts --
+    runs even when the response is never iterated.
+    """
+
+    def __init__(self, proxy: Proxy, state: RolloutState, api: ApiKind, body: dict, plan: dialect.Plan,
+                 engine: Engine, resp: aiohttp.ClientResponse, version: int, t0: float) -> None:
+        self.p, self.state, self.api, self.body, self.plan = proxy, state, api, body, plan
+        self.engine, self.resp, self.version, self.t0 = engine, resp, version, t0
+        self.model = body.get("model") or proxy.config.model_name
+        self.sent = False  # whether any chunk reached the harness (then no failover)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        recorded = False
+        acc = StreamAccumulator(self.api)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            while True:
+                acc = StreamAccumulator(self.api)
+                try:
+                    pending = await self._relay(acc, send)
+                    break
+                except (*STREAM_ERRORS, _StreamFailed) as exc:
+                    err = f"engine {self.engine.id} failed mid-stream: {type(exc).__name__}: {exc}"
+                    if self.sent:
+                        raise _Abort(err) from exc
+                    # Nothing reached the harness yet: retry on another engine.
+                    self._release()
+                    self.p.pool.mark_down(self.engine, err)
+                    try:
+                        self.engine, self.resp = await self.p.open(
+                            self.state.id, self.api, self.plan, exclude={self.engine})
+                    except GatewayError as exc2:
+                        raise _Abort(exc2.message) from exc2
+            prompt, choices = acc.prompt(), acc.choices()
+            version = acc.policy_version if acc.policy_version is not None else self.version
+            call = self.p._call(self.state, self.api, self.body, self.plan, prompt, choices, version,
+                                self.engine, self.t0)
+            call.response = acc.response()
+            call.response["model"] = self.model
+            try:
+                index = await self.p.recorder.record(call)
+            except RolloutClosed as exc:
+                recorded = True
+                self.p.registry.mark_closed(self.state.id)
+                await self._send_error(send, RolloutClosedError(str(exc)))
+                return
+            recorded = True
+            self.p._account(self.state, prompt, choices)
+            log.debug("streamed call %s/%d recorded", self.state.id, index)
+            await send({"type": "http.response.body", "body": (pending or b"") + b"data: [DONE]\n\n",
+                        "more_body": False})
+        except _Abort as exc:
+            err = UpstreamError(str(exc), status=502)
+            call = self.p._call(self.state, self.api, self.body, self.plan, acc.prompt(), acc.choices(),
+                                self.version, self.engine, self.t0, CallStatus.ERROR, err.message)
+            call.response = err.body()
+            recorded = True
+            try:
+                await self.p.recorder.record(call)
+            finally:
+                await self._send_error(send, err)
+        except asyncio.CancelledError:
+            if not recorded:
+                call = self.p._call(self.state, self.api, self.body, self.plan, acc.prompt(),
+                                    acc.choices(), self.version, self.engine, self.t0,
+                                    CallStatus.CANCELLED, "client went away")
+                self.p.recorder.record_nowait(call)
+            raise
+        finally:
+            self._release()
+            self.p.gate.exit()
+
+    async def _relay(self, acc: StreamAccumulator, send: Any) -> bytes | None:
+        """Forward chunks, holding the latest one back; returns it once the engine says ``[DONE]``."""
+        pending: bytes | None = None
+        strip = dialect.strip
+        want_lp, want_ids = self.plan.want_logprobs, self.plan.want_token_ids
+        async for data in sse_data(self.resp):
+            if data == DONE.encode():
+                return pending
+            chunk = orjson.loads(data)
+            if "error" in chunk and not chunk.get("choices"):
+                raise _StreamFailed(str(chunk["error"]))
+            acc.add(chunk)
+            chunk["model"] = self.model
+            out = b"data: " + orjson.dumps(strip(chunk, want_lp, want_ids)) + b"\n\n"
+            if pending is not None:
+                self.sent = True
+                await send({"type": "http.response.body", "body": pending, "more_body": True})
+            pending = out
+        raise _StreamFailed("the engine closed the stream before [DONE]")
+
+    def _release(self) -> None:
+        if self.resp is not None:
+            self.resp.release()
+            self.resp = None  # type: ignore[assignment]
+            self.engine.outstanding -= 1
+
+    async def _send_error(self, send: Any, err: GatewayError) -> None:
+        payload = b"data: " + orjson.dumps(err.body()) + b"\n\ndata: [DONE]\n\n"
+        await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+class _StreamFailed(Exception):
+    """The engine stream broke (an error event, or it ended without ``[DONE]``)."""
+
+
+class _Abort(Exception):
+    """Give up on a stream: record it as failed and tell the harness in-band."""

@@ -1,0 +1,132 @@
+"""Durable recording with group commit.
+
+Every finished call is handed to one writer thread that commits everything queued so far in a single
+store transaction (``Store.record_calls``) and then wakes the waiting request coroutines. A request's
+response is released only after its commit, so a crash never loses a call whose answer a harness saw;
+batching makes that guarantee cost one transaction per burst instead of one per call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections import defaultdict
+from typing import Any
+
+from harnessrl.gateway.redact import Redactor
+from harnessrl.store.base import NewCall, Store
+
+log = logging.getLogger(__name__)
+
+_Item = tuple[NewCall, asyncio.AbstractEventLoop | None, asyncio.Future | None]
+
+
+class RecorderClosed(RuntimeError):
+    """The recorder was stopped; nothing more can be recorded."""
+
+
+class Recorder:
+    def __init__(self, store: Store, redactor: Redactor, batch_max: int = 256) -> None:
+        self._store = store
+        self._redact = redactor
+        self._batch_max = batch_max
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="harnessrl-recorder", daemon=True)
+        self._closed = False
+        self.batches = 0  # observable group-commit statistics
+        self.recorded = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    async def record(self, call: NewCall) -> int:
+        """Commit ``call`` durably and return its index in the rollout (raises the store's error)."""
+        if self._closed:
+            raise RecorderClosed("the gateway is shutting down")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        self._queue.put((call, loop, fut))
+        # shield: a client that disconnects must not cancel the bookkeeping of its call
+        return await asyncio.shield(fut)
+
+    def record_nowait(self, call: NewCall) -> None:
+        """Queue ``call`` without waiting (used when the client is already gone)."""
+        if not self._closed:
+            self._queue.put((call, None, None))
+
+    def stop(self) -> None:
+        """Commit everything queued, then stop the writer thread."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+    # -- writer thread --------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            batch = [item]
+            stop = False
+            while len(batch) < self._batch_max:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            self._commit(batch)
+            if stop:
+                return
+
+    def _commit(self, batch: list[_Item]) -> None:
+        calls = [self._redacted(c) for c, _, _ in batch]
+        outcomes: list[Any]
+        try:
+            outcomes = list(self._store.record_calls(calls))
+            self.batches += 1
+        except Exception:
+            # One bad call (e.g. its rollout was closed meanwhile) must not fail its neighbours:
+            # retry one by one so each request gets its own verdict.
+            outcomes = []
+            for call in calls:
+                try:
+                    outcomes.append(self._store.record_calls([call])[0])
+                except Exception as exc:  # noqa: BLE001 - handed to the waiting request
+                    log.warning("recording a call of rollout %s failed: %s", call.rollout_id, exc)
+                    outcomes.append(exc)
+        self.recorded += sum(1 for o in outcomes if not isinstance(o, BaseException))
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, Any]]] = defaultdict(list)
+        for (_, loop, fut), outcome in zip(batch, outcomes, strict=True):
+            if loop is not None and fut is not None:
+                by_loop[loop].append((fut, outcome))
+        for loop, results in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_resolve_all, results)
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
+    def _redacted(self, call: NewCall) -> NewCall:
+        call.request = self._redact(call.request)
+        if call.response is not None:
+            call.response = self._redact(call.response)
+        if call.error:
+            call.error = self._redact(call.error)
+        return call
+
+
+def _resolve_all(results: list[tuple[asyncio.Future, Any]]) -> None:
+    for fut, outcome in results:
+        if fut.done():
+            continue
+        if isinstance(outcome, BaseException):
+            fut.set_exception(outcome)
+        else:
+            fut.set_result(outcome)
+

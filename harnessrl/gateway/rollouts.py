@@ -1,0 +1,108 @@
+"""What the gateway keeps in memory about each live rollout: key hash, budgets used, recent tokens.
+
+Loaded from the store on a rollout's first request (so a restarted gateway continues where it was) and
+dropped when the rollout closes. This keeps the store off the hot path: a call costs one store write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import secrets
+from collections import deque
+from dataclasses import dataclass, field
+
+from harnessrl.gateway.errors import Forbidden, NotFoundError, RolloutClosedError, Unauthorized
+from harnessrl.store.base import NotFound, Store
+
+#: How many earlier prompt+completion sequences are kept per rollout for the fidelity check.
+HISTORY = 4
+#: Live rollouts kept in memory; older ones are reloaded from the store on demand.
+MAX_CACHED = 50_000
+
+
+def new_api_key() -> str:
+    return "hrl-" + secrets.token_urlsafe(24)
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(eq=False)
+class RolloutState:
+    id: str
+    key_hash: str
+    closed: bool = False
+    calls: int = 0  # calls admitted (reserved at start)
+    tokens: int = 0  # completion tokens sampled
+    history: deque[list[int]] = field(default_factory=lambda: deque(maxlen=HISTORY))
+
+
+class RolloutRegistry:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._states: dict[str, RolloutState] = {}
+        self._loading: dict[str, asyncio.Future[RolloutState]] = {}
+
+    async def authorize(self, rollout_id: str, api_key: str | None) -> RolloutState:
+        """The rollout's state if ``api_key`` opens it; 401/403/404/410 otherwise."""
+        if not api_key:
+            raise Unauthorized(
+                "missing API key: send the rollout's api_key as 'Authorization: Bearer <key>' or 'x-api-key'"
+            )
+        state = self._states.get(rollout_id)
+        if state is None:
+            state = await self._load(rollout_id)
+        if not hmac.compare_digest(state.key_hash, hash_key(api_key)):
+            raise Forbidden(f"this API key does not open rollout {rollout_id!r}")
+        if state.closed:
+            raise RolloutClosedError(f"rollout {rollout_id!r} is finished; it accepts no more calls")
+        return state
+
+    def add(self, state: RolloutState) -> None:
+        if len(self._states) >= MAX_CACHED:
+            self._states.pop(next(iter(self._states)))
+        self._states[state.id] = state
+
+    def mark_closed(self, rollout_id: str) -> None:
+        """Drop a finished rollout's memory (its history can be large), remembering only that it closed."""
+        state = self._states.get(rollout_id)
+        if state is not None:
+            state.closed = True
+            state.history.clear()
+
+    async def _load(self, rollout_id: str) -> RolloutState:
+        fut = self._loading.get(rollout_id)
+        if fut is not None:
+            return await asyncio.shield(fut)
+        fut = asyncio.get_running_loop().create_future()
+        self._loading[rollout_id] = fut
+        try:
+            state = await asyncio.to_thread(self._load_sync, rollout_id)
+            self.add(state)
+            fut.set_result(state)
+            return state
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # mark retrieved when nobody else waits
+            raise
+        finally:
+            self._loading.pop(rollout_id, None)
+
+    def _load_sync(self, rollout_id: str) -> RolloutState:
+        try:
+            rollout = self._store.get_rollout(rollout_id)
+            key_hash = self._store.rollout_key_hash(rollout_id)
+        except NotFound:
+            raise NotFoundError(f"unknown rollout {rollout_id!r}; create it with POST /admin/rollouts") from None
+        state = RolloutState(id=rollout_id, key_hash=key_hash, closed=rollout.status.terminal)
+        if not state.closed:
+            calls = self._store.get_calls(rollout_id)
+            state.calls = len(calls)
+            state.tokens = sum(len(ch.token_ids) for c in calls for ch in c.choices)
+            for c in calls[-HISTORY:]:
+                if c.prompt_token_ids:
+                    state.history.append(c.prompt_token_ids + c.completion_token_ids)
+        return state

@@ -1,0 +1,130 @@
+"""Streaming (SSE): parse the engine's events and accumulate the complete call while forwarding chunks.
+
+The harness gets each chunk as it comes; the accumulator keeps every choice's token ids, logprobs, text
+and tool-call deltas so that the recorded call is the same as for a non-streamed request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+
+from harnessrl.gateway.dialect import choice_logprobs
+from harnessrl.types import ApiKind, ChoiceTokens
+
+DONE = "[DONE]"
+
+
+async def sse_data(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    """The ``data:`` payloads of an SSE stream (multi-line data joined; comments and other fields skipped)."""
+    parts: list[bytes] = []
+    async for raw in resp.content:
+        line = raw.rstrip(b"\r\n")
+        if not line:
+            if parts:
+                yield b"\n".join(parts)
+                parts = []
+            continue
+        if line.startswith(b"data:"):
+            parts.append(line[5:].lstrip(b" "))
+    if parts:
+        yield b"\n".join(parts)
+
+
+class _Choice:
+    __slots__ = ("token_ids", "logprobs", "text", "role", "tool_calls", "finish_reason", "prompt_ids")
+
+    def __init__(self) -> None:
+        self.token_ids: list[int] = []
+        self.logprobs: list[float] = []
+        self.text: list[str] = []
+        self.role = "assistant"
+        self.tool_calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.prompt_ids: list[int] | None = None
+
+
+class StreamAccumulator:
+    def __init__(self, api: ApiKind) -> None:
+        self.api = api
+        self.prompt_token_ids: list[int] | None = None
+        self.policy_version: int | None = None
+        self.meta: dict[str, Any] = {}
+        self.usage: dict[str, Any] | None = None
+        self._choices: dict[int, _Choice] = {}
+
+    def add(self, chunk: dict[str, Any]) -> None:
+        if self.prompt_token_ids is None and chunk.get("prompt_token_ids") is not None:
+            self.prompt_token_ids = list(chunk["prompt_token_ids"])
+        if chunk.get("policy_version") is not None:
+            self.policy_version = int(chunk["policy_version"])
+        if not self.meta:
+            self.meta = {k: chunk.get(k) for k in ("id", "created", "model", "system_fingerprint")}
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for ch in chunk.get("choices") or ():
+            c = self._choices.get(ch.get("index", 0))
+            if c is None:
+                c = self._choices[ch.get("index", 0)] = _Choice()
+            if ch.get("token_ids"):
+                c.token_ids.extend(ch["token_ids"])
+            if ch.get("logprobs"):
+                c.logprobs.extend(choice_logprobs(self.api, ch["logprobs"]))
+            if c.prompt_ids is None and ch.get("prompt_token_ids") is not None:
+                c.prompt_ids = list(ch["prompt_token_ids"])
+            if ch.get("finish_reason") is not None:
+                c.finish_reason = ch["finish_reason"]
+            if self.api == ApiKind.CHAT:
+                self._add_delta(c, ch.get("delta") or {})
+            elif ch.get("text"):
+                c.text.append(ch["text"])
+
+    @staticmethod
+    def _add_delta(c: _Choice, delta: dict[str, Any]) -> None:
+        if delta.get("role"):
+            c.role = delta["role"]
+        if delta.get("content"):
+            c.text.append(delta["content"])
+        for tc in delta.get("tool_calls") or ():
+            slot = c.tool_calls.setdefault(tc.get("index", 0), {"id": None, "type": "function",
+                                                                "function": {"name": "", "arguments": ""}})
+            if tc.get("id"):
+                slot["id"] = tc["id"]
+            if tc.get("type"):
+                slot["type"] = tc["type"]
+            fn = tc.get("function") or {}
+            if fn.get("name"):
+                slot["function"]["name"] += fn["name"]
+            if fn.get("arguments"):
+                slot["function"]["arguments"] += fn["arguments"]
+
+    def prompt(self) -> list[int]:
+        if self.prompt_token_ids is not None:
+            return self.prompt_token_ids
+        for c in self._choices.values():
+            if c.prompt_ids is not None:
+                return c.prompt_ids
+        return []
+
+    def choices(self) -> list[ChoiceTokens]:
+        return [ChoiceTokens(token_ids=c.token_ids, logprobs=c.logprobs, finish_reason=c.finish_reason)
+                for _, c in sorted(self._choices.items())]
+
+    def response(self) -> dict[str, Any]:
+        """The complete (non-streamed equivalent) response, as stored with the call."""
+        choices = []
+        for i, c in sorted(self._choices.items()):
+            if self.api == ApiKind.CHAT:
+                msg: dict[str, Any] = {"role": c.role, "content": "".join(c.text) if c.text else None}
+                if c.tool_calls:
+                    msg["tool_calls"] = [c.tool_calls[k] for k in sorted(c.tool_calls)]
+                choices.append({"index": i, "message": msg, "finish_reason": c.finish_reason})
+            else:
+                choices.append({"index": i, "text": "".join(c.text), "finish_reason": c.finish_reason})
+        obj = "chat.completion" if self.api == ApiKind.CHAT else "text_completion"
+        out = {**self.meta, "object": obj, "choices": choices}
+        if self.usage is not None:
+            out["usage"] = self.usage
+        return out

@@ -7,6 +7,7 @@ rollout's earlier sampled tokens), ``parse`` the completion back into an assista
 
 from harnessrl.gateway.render.base import ChatRenderer, RenderedPrompt, RenderError, UnsupportedContent
 from harnessrl.gateway.render.config import RenderConfig
+from harnessrl.gateway.render.factory import create_renderer
 from harnessrl.gateway.render.renderer import TemplateRenderer
 from harnessrl.gateway.render.templates import (
     BUILTIN_TEMPLATES,
@@ -28,6 +29,7 @@ __all__ = [
     "TemplateNotFound",
     "TemplateRenderer",
     "UnsupportedContent",
+    "create_renderer",
     "make_tool_parser",
     "resolve_chat_template",
 ]

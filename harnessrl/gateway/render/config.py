@@ -8,6 +8,13 @@ from pydantic import BaseModel, Field
 class RenderConfig(BaseModel):
     """How the gateway renders chat requests to token IDs itself (render_mode ``gateway``)."""
 
+    tokenizer: str = Field(
+        default="smollm2",
+        description=(
+            "Whose tokenizer and chat template render prompts: a model spec as the engine takes it "
+            "('smollm2', 'tiny', a transformers folder, a .gguf file). Must match the engine's model."
+        ),
+    )
     chat_template: str = Field(
         default="auto",
         description=(

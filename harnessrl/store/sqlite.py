@@ -366,15 +366,13 @@ class SqliteStore(Store):
         if not calls:
             return []
         now = time.time()
-        staged: dict[str, RolloutSeqs] = {}
         indices: list[int] = []
         with self._lock:
             with self._write() as conn:
+                staged = self._seqs_for_write(conn, list(dict.fromkeys(c.rollout_id for c in calls)))
                 rows = []
                 for call in calls:
-                    seqs = staged.get(call.rollout_id)
-                    if seqs is None:
-                        seqs = staged[call.rollout_id] = self._seqs_for_write(conn, call.rollout_id)
+                    seqs = staged[call.rollout_id]
                     indices.append(seqs.next_index)
                     rows.append(encode_call(call, seqs, now))
                 conn.executemany(_INSERT_CALL, rows)
@@ -382,28 +380,35 @@ class SqliteStore(Store):
                 self._cache.put(rollout_id, seqs)
         return indices
 
-    def _seqs_for_write(self, conn: sqlite3.Connection, rollout_id: str) -> RolloutSeqs:
-        """A private copy of the rollout's sequences, checked against the database (the cache may lag)."""
-        row = self._one(
-            conn,
-            "SELECT status, (SELECT MAX(call_index) FROM calls WHERE rollout_id = ?) FROM rollouts WHERE id = ?",
-            (rollout_id, rollout_id),
-            f"rollout {rollout_id!r}",
-        )
-        status = RolloutStatus(row[0])
-        if status.terminal:
-            raise RolloutClosed(f"rollout {rollout_id!r} is {status}; no more calls can be recorded")
-        next_index = 0 if row[1] is None else row[1] + 1
-        cached = self._cache.get(rollout_id)
-        if cached is not None and cached.next_index == next_index:
-            return cached.copy()
-        seqs = RolloutSeqs()
-        rows = conn.execute(
-            f"SELECT {_SEQ_COLUMNS} FROM calls WHERE rollout_id = ? ORDER BY call_index", (rollout_id,)
-        )
-        for call_row, _, full in replay(rows):
-            seqs.add(call_row["call_index"], full, call_row["parent_index"], call_row["prefix_len"])
-        return seqs
+    def _seqs_for_write(self, conn: sqlite3.Connection, rollout_ids: list[str]) -> dict[str, RolloutSeqs]:
+        """Private copies of the rollouts' sequences, checked against the database (the cache may lag)."""
+        found = {
+            row[0]: row
+            for row in conn.execute(
+                "SELECT id, status, (SELECT MAX(call_index) FROM calls WHERE rollout_id = r.id)"
+                f" FROM rollouts r WHERE id IN ({', '.join('?' * len(rollout_ids))})",
+                rollout_ids,
+            )
+        }
+        staged = {}
+        for rollout_id in rollout_ids:
+            if rollout_id not in found:
+                raise NotFound(f"rollout {rollout_id!r} does not exist")
+            _, status, last_index = found[rollout_id]
+            if RolloutStatus(status).terminal:
+                raise RolloutClosed(f"rollout {rollout_id!r} is {status}; no more calls can be recorded")
+            next_index = 0 if last_index is None else last_index + 1
+            cached = self._cache.get(rollout_id)
+            if cached is not None and cached.next_index == next_index:
+                staged[rollout_id] = cached.copy()
+                continue
+            seqs = staged[rollout_id] = RolloutSeqs()
+            rows = conn.execute(
+                f"SELECT {_SEQ_COLUMNS} FROM calls WHERE rollout_id = ? ORDER BY call_index", (rollout_id,)
+            )
+            for call_row, _, full in replay(rows):
+                seqs.add(call_row["call_index"], full, call_row["parent_index"], call_row["prefix_len"])
+        return staged
 
     def get_calls(self, rollout_id: str) -> list[Call]:
         with self._read() as conn:

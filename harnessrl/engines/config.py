@@ -1,0 +1,56 @@
+"""Engine configuration: which engine serves the policy and how the embedded one behaves."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EngineConfig(BaseModel):
+    """How the policy is served. The defaults run SmolLM2-135M in-process on a laptop CPU."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["embedded", "vllm", "openai"] = Field(
+        "embedded",
+        description="embedded: in-process PyTorch engine; vllm: attach to vLLM OpenAI servers at `urls`; "
+        "openai: any OpenAI-compatible server at `urls` (no token IDs unless it returns them).",
+    )
+    urls: list[str] = Field(
+        default_factory=list,
+        description="Base URLs (ending in /v1) of external engines, for kind vllm/openai.",
+    )
+    model: str = Field(
+        "smollm2",
+        description="Model spec: 'smollm2' (packaged SmolLM2-135M-Instruct), 'tiny' (random test model), a local "
+        "transformers folder, a .gguf file, or a hub id (only when a hub is reachable or cached).",
+    )
+    served_model_name: str | None = Field(
+        None, description="Name reported by /v1/models; defaults to the model spec."
+    )
+    dtype: Literal["float32", "bfloat16", "float16"] = Field(
+        "float32", description="Weights and compute dtype. Keep float32 on CPU (no native bf16 here)."
+    )
+    max_batch: int = Field(
+        8, ge=1, description="Most sequences decoded together in one step; more requests wait in a queue."
+    )
+    max_waiting: int = Field(
+        1024, ge=1, description="Requests queued beyond this are refused with 503 instead of piling up."
+    )
+    prefill_chunk: int = Field(
+        512,
+        ge=16,
+        description="Prompt tokens prefilled per scheduler step, so a long prompt cannot stall running sequences.",
+    )
+    context_window: int | None = Field(
+        None,
+        description="Max prompt+completion tokens; default: the model's max_position_embeddings (capped at 8192).",
+    )
+    default_max_tokens: int = Field(
+        1024, ge=1, description="Completion budget when a request sets no max_tokens (clipped to the window)."
+    )
+    seed: int = Field(0, description="Base seed for requests that do not set their own.")
+    num_threads: int | None = Field(
+        None, description="torch threads for generation; default: every core this process may use."
+    )

@@ -1,0 +1,387 @@
+"""The embedded engine: continuous (iteration-level) batching of a transformers causal LM on CPU.
+
+A scheduler thread repeats one iteration: admit waiting requests while the batch has room, prefill at most
+``prefill_chunk`` prompt tokens (one request at a time, so no padded queries), then run one decode step for
+every running sequence. Requests that arrive during a step join at the next iteration, and a long generation
+never blocks newcomers beyond one step. Each choice has its own seeded generator, so its samples do not depend
+on what else shares the batch.
+
+Policy versions: a request's version is fixed when it is admitted. Weight changes (``update_weights``, or a
+trainer stepping a shared module inside ``paused()``) wait until every admitted request has finished, hold new
+requests meanwhile, apply, increment the version, then resume. So no response ever mixes two versions, and a
+request in flight during an update finishes on the old weights.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import threading
+import uuid
+from collections import deque
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+
+from harnessrl.engines.config import EngineConfig
+from harnessrl.engines.embedded.kvcache import BatchKV
+from harnessrl.engines.embedded.outputs import Admitted, Failed, RequestHandle, RequestOutput
+from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams, sample_token
+from harnessrl.engines.embedded.sequence import Sequence
+from harnessrl.engines.embedded.weights import apply_lora, load_full_state_dict
+
+logger = logging.getLogger(__name__)
+
+
+class EngineBusyError(RuntimeError):
+    """Too many requests are waiting (HTTP 503); retry later or raise ``max_waiting``."""
+
+
+class _Request:
+    def __init__(
+        self,
+        rid: str,
+        prompt_ids: list[int],
+        params: SamplingParams,
+        max_tokens: int,
+        window: int,
+        handle: RequestHandle,
+    ) -> None:
+        self.id, self.prompt_ids, self.params = rid, prompt_ids, params
+        self.max_tokens, self.window, self.handle = max_tokens, window, handle
+        self.cancelled = False
+        self.cache: DynamicCache | None = None
+        self.prefilled = 0
+        self.alive = 0  # choices still generating
+
+
+class _Barrier:
+    def __init__(self) -> None:
+        self.granted = threading.Event()
+        self.released = threading.Event()
+
+
+class EmbeddedEngine:
+    """In-process engine. ``submit``/``generate`` take prompt token IDs; the HTTP layer does the rendering."""
+
+    def __init__(
+        self, model: Any, tokenizer: Any, config: EngineConfig | None = None, *, policy_version: int = 0
+    ) -> None:
+        self.config = config or EngineConfig()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.version = policy_version
+        self.model_name = self.config.served_model_name or self.config.model
+        max_pos = getattr(getattr(model, "config", None), "max_position_embeddings", None) or 2048
+        self.context_window = self.config.context_window or min(int(max_pos), 8192)
+        self.eos_ids = _eos_ids(model, tokenizer)
+        threads = self.config.num_threads or len(os.sched_getaffinity(0))
+        torch.set_num_threads(threads)
+        self.stats = {"steps": 0, "tokens": 0, "prefill_tokens": 0, "requests": 0, "max_batch_seen": 0}
+        self._cond = threading.Condition()
+        self._waiting: deque[_Request] = deque()
+        self._prefilling: list[_Request] = []
+        self._running: list[Sequence] = []
+        self._kv = BatchKV()
+        self._barriers: deque[_Barrier] = deque()
+        self._seeds = itertools.count()
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="harnessrl-engine", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_config(cls, config: EngineConfig | None = None) -> EmbeddedEngine:
+        """Load ``config.model`` (preparing it offline on first use) and start the engine."""
+        from harnessrl.models import load_model
+
+        config = config or EngineConfig()
+        model, tokenizer = load_model(config.model, dtype=config.dtype)
+        return cls(model, tokenizer, config)
+
+    # ---- requests -------------------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        prompt_ids: list[int],
+        params: SamplingParams | None = None,
+        *,
+        request_id: str | None = None,
+        loop: Any = None,
+    ) -> RequestHandle:
+        """Queue a request; events go to ``loop`` (asyncio) if given, else to ``handle.result()``."""
+        params = params or SamplingParams()
+        params.validate()
+        prompt_ids = [int(t) for t in prompt_ids]
+        max_tokens = self._check_lengths(prompt_ids, params)
+        req_id = request_id or uuid.uuid4().hex
+        holder: list[_Request] = []
+        handle = RequestHandle(req_id, params.n, lambda: self._cancel(holder[0]))
+        if loop is not None:
+            handle.bind_loop(loop)
+        req = _Request(req_id, prompt_ids, params, max_tokens, self.context_window, handle)
+        holder.append(req)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("engine is closed")
+            if len(self._waiting) >= self.config.max_waiting:
+                raise EngineBusyError(f"{len(self._waiting)} requests already waiting (max_waiting)")
+            self._waiting.append(req)
+            self._cond.notify_all()
+        return handle
+
+    def generate(
+        self, prompt_ids: list[int], params: SamplingParams | None = None, timeout: float | None = None
+    ) -> RequestOutput:
+        return self.submit(prompt_ids, params).result(timeout)
+
+    def _check_lengths(self, prompt_ids: list[int], params: SamplingParams) -> int:
+        window, plen = self.context_window, len(prompt_ids)
+        if plen == 0:
+            raise InvalidRequestError("the prompt is empty; send at least one token", param="prompt")
+        vocab = self.model.get_input_embeddings().num_embeddings
+        if min(prompt_ids) < 0 or max(prompt_ids) >= vocab:
+            raise InvalidRequestError(f"prompt token IDs must be in [0, {vocab})", param="prompt")
+        if plen >= window:
+            raise InvalidRequestError(
+                f"This model's maximum context length is {window} tokens. However, your prompt has {plen} "
+                "tokens, which leaves no room for a completion. Shorten the prompt.",
+                code="context_length_exceeded",
+                param="messages",
+            )
+        if params.max_tokens is None:
+            return min(self.config.default_max_tokens, window - plen)
+        if plen + params.max_tokens > window:
+            raise InvalidRequestError(
+                f"This model's maximum context length is {window} tokens. However, you requested "
+                f"{plen + params.max_tokens} tokens ({plen} in the prompt, {params.max_tokens} for the "
+                "completion). Reduce the prompt or max_tokens.",
+                code="context_length_exceeded",
+                param="max_tokens",
+            )
+        return params.max_tokens
+
+    def _cancel(self, req: _Request) -> None:
+        with self._cond:
+            req.cancelled = True
+            self._cond.notify_all()
+
+    # ---- weights and versions -------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def paused(self, *, bump_version: bool = True, version: int | None = None) -> Iterator[EmbeddedEngine]:
+        """Drain in-flight requests, hold new ones, and give the caller the model until the block ends.
+
+        For a trainer sharing ``engine.model``: run ``optimizer.step()`` inside this block; on a clean exit the
+        policy version increments (or becomes ``version``), so publishing costs nothing. Do not call it from
+        the asyncio loop that serves this engine (it blocks until in-flight requests finish).
+        """
+        new_version = self._next_version(version)
+        barrier = _Barrier()
+        with self._cond:
+            self._barriers.append(barrier)
+            self._cond.notify_all()
+        barrier.granted.wait()
+        try:
+            yield self
+            if bump_version:
+                self.version = new_version
+                logger.info("engine now serves policy version %d", self.version)
+        finally:
+            barrier.released.set()
+
+    def update_weights(
+        self,
+        state_dict: Mapping[str, torch.Tensor] | None = None,
+        *,
+        lora: str | Path | Mapping[str, torch.Tensor] | None = None,
+        lora_config: Any = None,
+        version: int | None = None,
+    ) -> int:
+        """Load new weights between requests and return the new policy version.
+
+        ``state_dict``: full (or partial) weights with the model's own parameter names, copied in place.
+        ``lora``: a peft adapter folder, or an adapter state dict (``get_peft_model_state_dict``) plus
+        ``lora_config`` the first time; the model is wrapped with peft once and later adapters replace it.
+        """
+        if state_dict is None and lora is None:
+            raise ValueError("update_weights needs state_dict= or lora=")
+        with self.paused(version=version):
+            if state_dict is not None:
+                load_full_state_dict(self.model, state_dict)
+            if lora is not None:
+                self.model = apply_lora(self.model, lora, lora_config)
+        return self.version
+
+    def _next_version(self, version: int | None) -> int:
+        if version is None:
+            return self.version + 1
+        if version < self.version:
+            raise ValueError(f"policy version must not go backwards ({version} < {self.version})")
+        return version
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=10)
+
+    # ---- the scheduler thread -------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        with torch.inference_mode():
+            while True:
+                with self._cond:
+                    while not (
+                        self._closed or self._waiting or self._prefilling or self._running or self._barriers
+                    ):
+                        self._cond.wait()
+                    if self._closed:
+                        break
+                    self._drop_cancelled()
+                    barrier = self._barriers[0] if self._barriers else None
+                    if barrier is None:
+                        self._admit()
+                if barrier is not None and not self._prefilling and not self._running:
+                    with self._cond:
+                        self._barriers.popleft()
+                    barrier.granted.set()
+                    barrier.released.wait()
+                    continue
+                try:
+                    self._prefill_step()
+                    self._decode_step()
+                except Exception as exc:  # keep serving: fail what was in flight, reset the batch
+                    logger.exception("generation step failed")
+                    self._fail_all(f"generation failed: {exc}")
+        self._fail_all("engine closed", waiting=True)
+
+    def _admit(self) -> None:
+        used = len(self._running) + sum(r.params.n for r in self._prefilling)
+        while self._waiting:
+            req = self._waiting[0]
+            if used and used + req.params.n > self.config.max_batch:
+                break
+            self._waiting.popleft()
+            used += req.params.n
+            self._prefilling.append(req)
+            self.stats["requests"] += 1
+            req.handle._emit(Admitted(self.version, req.prompt_ids))
+
+    def _drop_cancelled(self) -> None:
+        for req in [r for r in self._waiting if r.cancelled]:
+            self._waiting.remove(req)
+            req.handle._finish()
+        for req in [r for r in self._prefilling if r.cancelled]:
+            self._prefilling.remove(req)
+            req.handle._finish()
+        if any(s.req.cancelled for s in self._running):
+            keep = [i for i, s in enumerate(self._running) if not s.req.cancelled]
+            for req in {id(s.req): s.req for s in self._running if s.req.cancelled}.values():
+                req.handle._finish()
+            self._running = [self._running[i] for i in keep]
+            self._kv.keep(keep)
+
+    def _prefill_step(self) -> None:
+        budget = self.config.prefill_chunk
+        for req in list(self._prefilling):
+            if budget <= 0:
+                break
+            end = min(len(req.prompt_ids), req.prefilled + budget)
+            ids = torch.tensor([req.prompt_ids[req.prefilled : end]], dtype=torch.long)
+            if req.cache is None:
+                req.cache = DynamicCache()
+            out = self.model(input_ids=ids, cache=req.cache, use_cache=True, logits_to_keep=1)
+            budget -= end - req.prefilled
+            self.stats["prefill_tokens"] += end - req.prefilled
+            req.prefilled = end
+            if end == len(req.prompt_ids):
+                self._prefilling.remove(req)
+                self._start_choices(req, out.logits[0, -1])
+
+    def _start_choices(self, req: _Request, logits: torch.Tensor) -> None:
+        alive: list[Sequence] = []
+        for index in range(req.params.n):
+            seed = (
+                req.params.seed + index
+                if req.params.seed is not None
+                else self.config.seed * 1_000_003 + next(self._seeds)
+            )
+            seq = Sequence(req, index, torch.Generator().manual_seed(seed))
+            self._sample_into(seq, logits)
+            if not seq.finished:
+                alive.append(seq)
+        assert req.cache is not None
+        if alive:
+            rows = [(layer.keys, layer.values) for layer in req.cache.layers]
+            self._kv.join(rows, len(alive))
+            self._running.extend(alive)
+        req.cache = None
+        req.alive = len(alive)
+        if not alive:
+            req.handle._finish()
+
+    def _sample_into(self, seq: Sequence, logits: torch.Tensor) -> None:
+        token, logprob, top = sample_token(logits, seq.req.params, seq.generator)
+        delta = seq.append(token, logprob, top, self.tokenizer, self.eos_ids)
+        self.stats["tokens"] += 1
+        seq.req.handle._emit(delta)
+
+    def _decode_step(self) -> None:
+        if not self._running:
+            return
+        running = self._running
+        ids = torch.tensor([[s.token_ids[-1]] for s in running], dtype=torch.long)
+        pos = torch.tensor([[s.next_position] for s in running], dtype=torch.long)
+        mask = self._kv.step_mask()
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=pos,
+            cache=self._kv.cache(),
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        self._kv.after_step(mask)
+        self.stats["steps"] += 1
+        self.stats["max_batch_seen"] = max(self.stats["max_batch_seen"], len(running))
+        logits = out.logits[:, -1]
+        keep: list[int] = []
+        for row, seq in enumerate(running):
+            self._sample_into(seq, logits[row])
+            if seq.finished:
+                seq.req.alive -= 1
+                if seq.req.alive == 0:
+                    seq.req.handle._finish()
+            else:
+                keep.append(row)
+        if len(keep) != len(running):
+            self._running = [running[i] for i in keep]
+            self._kv.keep(keep)
+
+    def _fail_all(self, message: str, waiting: bool = False) -> None:
+        with self._cond:
+            reqs = {id(s.req): s.req for s in self._running}
+            reqs.update({id(r): r for r in self._prefilling})
+            if waiting:
+                reqs.update({id(r): r for r in self._waiting})
+                self._waiting.clear()
+            self._running, self._prefilling, self._kv = [], [], BatchKV()
+        for req in reqs.values():
+            req.handle._emit(Failed(message))
+            req.handle._finish()
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    ids: set[int] = set()
+    gen = getattr(model, "generation_config", None)
+    for value in (getattr(gen, "eos_token_id", None), getattr(tokenizer, "eos_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(int(v) for v in value)
+    return frozenset(ids)

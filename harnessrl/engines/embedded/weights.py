@@ -1,0 +1,60 @@
+"""Applying new weights to the engine's model in place: full state dicts and peft LoRA adapters."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+
+def load_full_state_dict(model: Any, state_dict: Mapping[str, torch.Tensor]) -> None:
+    """Copy ``state_dict`` into the model's parameters (partial dicts allowed, unknown names refused)."""
+    result = model.load_state_dict(dict(state_dict), strict=False)
+    if result.unexpected_keys:
+        raise ValueError(
+            f"state_dict has {len(result.unexpected_keys)} names the model does not know, e.g. "
+            f"{result.unexpected_keys[:3]}; send the model's own parameter names"
+        )
+    if result.missing_keys:
+        logger.info("partial weight update: %d parameters kept", len(result.missing_keys))
+
+
+def apply_lora(model: Any, lora: str | Path | Mapping[str, torch.Tensor], lora_config: Any = None) -> Any:
+    """Return the model with the adapter's weights loaded (wrapping it with peft the first time)."""
+    from peft import LoraConfig, PeftModel, get_peft_model, set_peft_model_state_dict
+
+    if isinstance(lora, str | Path):
+        folder = Path(lora)
+        config = LoraConfig.from_pretrained(str(folder))
+        weights = _read_adapter(folder)
+    else:
+        weights = dict(lora)
+        config = LoraConfig(**lora_config) if isinstance(lora_config, dict) else lora_config
+    if not isinstance(model, PeftModel):
+        if config is None:
+            raise ValueError("the first LoRA update needs lora_config= (a peft LoraConfig or dict)")
+        config.inference_mode = True
+        model = get_peft_model(model, config)
+        model.eval()
+    result = set_peft_model_state_dict(model, weights)
+    unexpected = getattr(result, "unexpected_keys", [])
+    if unexpected:
+        raise ValueError(f"adapter has weights the model does not know, e.g. {unexpected[:3]}")
+    return model
+
+
+def _read_adapter(folder: Path) -> dict[str, torch.Tensor]:
+    st = folder / "adapter_model.safetensors"
+    if st.is_file():
+        from safetensors.torch import load_file
+
+        return load_file(str(st))
+    bin_ = folder / "adapter_model.bin"
+    if bin_.is_file():
+        return torch.load(str(bin_), map_location="cpu", weights_only=True)
+    raise FileNotFoundError(f"no adapter_model.safetensors or adapter_model.bin in {folder}")

@@ -99,7 +99,7 @@ class EnginePool:
                 f"no engine is available to serve the request (engines: {down}); check that they are "
                 "running and answer GET /health"
             )
-        least = min(candidates, key=lambda e: e.outstanding)
+        least = min(candidates, key=lambda e: (e.outstanding, e.served))  # ties: spread new rollouts
         sticky = self._affinity.get(rollout_id)
         if sticky is not None and sticky in candidates and sticky.outstanding <= least.outstanding + self._slack:
             return sticky

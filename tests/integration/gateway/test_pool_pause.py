@@ -1,0 +1,128 @@
+"""Weight-update pause/resume with version stamping, and failover across engines."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+from fakes.fake_engine import EngineServer, FakeEngine
+
+from harnessrl.types import CallStatus
+
+MSGS = [{"role": "user", "content": "hi"}]
+
+
+def chat(r, **kw):
+    c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0, timeout=30)
+    return c.chat.completions.create(model="m", messages=MSGS, max_tokens=8, **kw)
+
+
+def test_pause_holds_requests_drains_inflight_and_stamps_version(gw):
+    r = gw.rollout()
+    chat(r)
+    gw.engine.delay_s = 0.5
+    slow = threading.Thread(target=chat, args=(r,))
+    slow.start()
+    time.sleep(0.2)  # the slow call is in flight
+    t0 = time.monotonic()
+    resp = gw.admin.post("/admin/pause", json={"timeout_s": 10})
+    assert resp.json() == {"paused": True, "drained": True, "in_flight": 0}
+    assert time.monotonic() - t0 > 0.15  # pause returned only once the in-flight call finished
+    slow.join()
+    gw.engine.delay_s = 0.0
+    done = threading.Event()
+    waiter = threading.Thread(target=lambda: (chat(r), done.set()))
+    waiter.start()
+    time.sleep(0.5)
+    assert not done.is_set()  # held, not refused
+    assert gw.admin.get("/admin/status").json()["waiting"] == 1
+    assert gw.admin.post("/admin/policy_version", json={"version": 1}).json() == {"policy_version": 1}
+    gw.admin.post("/admin/resume")
+    waiter.join(timeout=10)
+    assert done.is_set()
+    versions = [c.policy_version for c in gw.store.get_calls(r.id)]
+    assert versions == [0, 0, 1]
+    gw.engine.policy_version = 7  # an engine that reports its own version wins
+    chat(r, stream=True).close()
+    chat(r)
+    assert [c.policy_version for c in gw.store.get_calls(r.id)][-1:] == [7]
+
+
+def test_pause_timeout_is_503(make_gateway):
+    from harnessrl.gateway import GatewayLimits
+
+    gw = make_gateway(limits=GatewayLimits(pause_timeout_s=0.3))
+    r = gw.rollout()
+    gw.admin.post("/admin/pause")
+    with pytest.raises(openai.InternalServerError, match="paused"):
+        chat(r)
+    gw.admin.post("/admin/resume")
+    assert chat(r).choices[0].message.content
+
+
+@pytest.fixture
+def two_engines():
+    servers = [EngineServer(FakeEngine(model="fake-model")).start() for _ in range(2)]
+    yield servers
+    for s in servers:
+        s.stop()
+
+
+def test_failover_and_none_available(make_gateway, two_engines):
+    gw = make_gateway(engines=two_engines)
+    rollouts = [gw.rollout() for _ in range(4)]
+    for r in rollouts:
+        chat(r)
+    calls = [gw.store.get_calls(r.id)[0] for r in rollouts]
+    assert {c.engine_id for c in calls} == {"engine-0", "engine-1"}  # least-outstanding spreads
+    sticky = {r.id: c.engine_id for r, c in zip(rollouts, calls, strict=True)}
+    for r in rollouts:
+        chat(r)
+        assert gw.store.get_calls(r.id)[-1].engine_id == sticky[r.id]  # affinity
+    # an engine that answers 503 is failed over, streamed or not
+    two_engines[0].engine.fail_next = [503]
+    two_engines[1].engine.fail_next = []
+    target = next(r for r in rollouts if sticky[r.id] == "engine-0")
+    chat(target)
+    assert "".join(ch.choices[0].delta.content or "" for ch in chat(target, stream=True) if ch.choices)
+    assert [c.engine_id for c in gw.store.get_calls(target.id)[-2:]] == ["engine-1", "engine-1"]
+    # a stream that breaks before anything reached the harness is retried elsewhere
+    two_engines[1].engine.break_stream_after = 0
+    assert "".join(ch.choices[0].delta.content or "" for ch in chat(target, stream=True) if ch.choices)
+    assert gw.store.get_calls(target.id)[-1].status == CallStatus.OK
+    time.sleep(0.6)  # the health check revives the engine marked down by the broken stream
+    # one engine down: everything goes to the other
+    two_engines[0].stop()
+    for r in rollouts:
+        chat(r)
+        assert gw.store.get_calls(r.id)[-1].engine_id == "engine-1"
+    two_engines[1].stop()
+    with pytest.raises(openai.InternalServerError) as info:
+        chat(rollouts[0])
+    assert info.value.status_code == 503 and "no engine is available" in info.value.message
+    health = httpx.get(f"{gw.url}/healthz")
+    assert health.status_code == 503
+
+
+def test_stream_broken_midway_is_recorded_as_error(gw):
+    r = gw.rollout()
+    gw.engine.break_stream_after = 5
+    with pytest.raises(openai.APIError):
+        for _ in chat(r, stream=True):
+            pass
+    (call,) = gw.store.get_calls(r.id)
+    assert call.status == CallStatus.ERROR and "mid-stream" in call.error
+    assert 0 < len(call.completion_token_ids) < 9  # the partial tokens are kept
+    assert chat(r).choices[0].message.content  # the gateway keeps serving
+
+
+def test_engine_4xx_passes_through_recorded(gw):
+    r = gw.rollout()
+    gw.engine.fail_next = [400]
+    with pytest.raises(openai.BadRequestError, match="injected failure 400"):
+        chat(r)
+    (call,) = gw.store.get_calls(r.id)
+    assert call.status == CallStatus.ERROR and call.engine_id is None

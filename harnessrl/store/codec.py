@@ -1,4 +1,4 @@
-"""How calls become rows: compact token arrays and the prefix search that keeps storage linear.
+"""Compact token arrays, and the prefix searches that keep a rollout's storage linear in its turns.
 
 Token IDs are little-endian int32, logprobs little-endian float32: 4 bytes per token, a fixed layout
 that SQLite BLOB and PostgreSQL BYTEA both hold and numpy can read without copying. zlib is not used:
@@ -11,17 +11,14 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
-import orjson
 
-from harnessrl.store.base import NewCall, StoreError
-from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens, Fidelity
+from harnessrl.store.base import StoreError
 
+C = TypeVar("C", bound="Candidate")
 _BIG_ENDIAN = sys.byteorder == "big"
 
 #: Bytes per stored token ID and per stored logprob.
@@ -70,181 +67,73 @@ def common_prefix_tokens(a: bytes, b: bytes) -> int:
     return first_diff // ITEM_SIZE
 
 
-def best_parent(prompt: bytes, candidates: Sequence[tuple[int, bytes]]) -> tuple[int | None, int]:
-    """Pick the candidate ``(call index, full sequence)`` sharing the longest prefix with ``prompt``.
+class Candidate(Protocol):
+    """An earlier call that a new prompt may extend: its index and prompt + choice-0 completion IDs."""
 
-    Returns ``(call index or None, prefix length in tokens)``. Candidates are tried newest first and one
-    that cannot beat the best so far is skipped, so a plain multi-turn chain costs one memcmp per call.
-    Ties go to the newest call.
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def full(self) -> bytes: ...
+
+
+def best_parent(prompt: bytes, candidates: Sequence[C]) -> tuple[C | None, int]:
+    """Pick the candidate sharing the longest prefix with ``prompt``: ``(candidate or None, tokens)``.
+
+    Candidates are tried newest first and one that cannot beat the best so far is skipped, so a plain
+    multi-turn chain costs one memcmp per call. Ties go to the newest call.
     """
-    best_index: int | None = None
+    best: C | None = None
     best_len = 0
-    for index, full in reversed(candidates):
-        if len(full) // ITEM_SIZE <= best_len:
+    for candidate in reversed(candidates):
+        if len(candidate.full) // ITEM_SIZE <= best_len:
             continue
-        shared = common_prefix_tokens(prompt, full)
+        shared = common_prefix_tokens(prompt, candidate.full)
         if shared > best_len:
-            best_index, best_len = index, shared
-    return best_index, best_len
+            best, best_len = candidate, shared
+    return best, best_len
 
 
-# -- calls <-> rows ---------------------------------------------------------------------------------------
+# -- request documents ----------------------------------------------------------------------------------
+# A harness resends its whole history each turn, so requests grow like prompts do. A top-level list
+# (``messages``, ``input``) or long string (``prompt``) that starts with the parent call's is stored as
+# its new part plus ``keep[key]``, the number of items (or characters) taken from the parent.
 
-#: Column order of the ``calls`` table as the drivers insert and select it.
-CALL_COLUMNS = (
-    "rollout_id", "call_index", "api", "status", "request", "response", "parent_index", "prefix_len",
-    "prompt_len", "prompt_suffix", "completion_ids", "completion_logprobs", "choices", "policy_version",
-    "requested_model", "sampling", "engine_id", "latency_s", "error", "fidelity", "fidelity_reason",
-    "created_at",
-)  # fmt: skip
+_MIN_STRING_DELTA = 256
 
 
-class RowLike(Protocol):
-    """A result row addressable by column name (``sqlite3.Row``, psycopg's ``dict_row``)."""
-
-    def __getitem__(self, key: str, /) -> Any: ...
-
-
-def _dumps(obj: Any) -> str:
-    return orjson.dumps(obj).decode()
-
-
-@dataclass(slots=True)
-class RolloutSeqs:
-    """What the write path must know of a rollout's earlier calls, kept in memory between batches.
-
-    ``leaves`` holds ``(call index, prompt + choice-0 completion)`` of the calls whose sequence is not
-    the prefix of a later call's: a call extended by a later one can never share a longer prefix with a
-    new prompt than its extension does, so a plain multi-turn chain keeps a single sequence.
-    """
-
-    next_index: int = 0
-    leaves: list[tuple[int, bytes]] = field(default_factory=list)
-
-    def copy(self) -> RolloutSeqs:
-        return RolloutSeqs(self.next_index, list(self.leaves))
-
-    def nbytes(self) -> int:
-        return sum(len(full) for _, full in self.leaves)
-
-    def add(self, index: int, full: bytes, parent: int | None, prefix_len: int) -> None:
-        """Record call ``index``; drop its parent if ``full`` extends it, skip it if the parent covers it."""
-        self.next_index = index + 1
-        if parent is not None:
-            for pos, (i, parent_full) in enumerate(self.leaves):
-                if i != parent:
-                    continue
-                if len(parent_full) == prefix_len * ITEM_SIZE:
-                    del self.leaves[pos]  # extended: the new call shares at least as much with anything
-                elif parent_full.startswith(full):
-                    return  # a resend of an earlier prompt whose completion the parent already has
-                break
-        if full:
-            self.leaves.append((index, full))
+def compact_request(
+    request: dict[str, Any], parent: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """``(request without what the parent already has, keep)``; ``expand_request`` inverts it."""
+    if not parent:
+        return request, {}
+    stored, keep = dict(request), {}
+    for key, value in request.items():
+        base = parent.get(key)
+        if isinstance(value, list) and isinstance(base, list):
+            n = 0
+            for mine, theirs in zip(value, base, strict=False):
+                if mine != theirs:
+                    break
+                n += 1
+        elif isinstance(value, str) and isinstance(base, str) and len(base) >= _MIN_STRING_DELTA:
+            n = len(base) if value.startswith(base) else 0
+        else:
+            continue
+        if n:
+            stored[key], keep[key] = value[n:], n
+    return stored, keep
 
 
-class SeqCache:
-    """LRU of ``RolloutSeqs`` bounded by bytes, so the hot path never re-reads a rollout's tokens."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, tuple[RolloutSeqs, int]] = OrderedDict()
-        self._bytes = 0
-
-    def get(self, rollout_id: str) -> RolloutSeqs | None:
-        entry = self._entries.get(rollout_id)
-        if entry is None:
-            return None
-        self._entries.move_to_end(rollout_id)
-        return entry[0]
-
-    def put(self, rollout_id: str, seqs: RolloutSeqs) -> None:
-        self.discard(rollout_id)
-        size = seqs.nbytes()
-        self._entries[rollout_id] = (seqs, size)
-        self._bytes += size
-        while self._bytes > self.max_bytes and self._entries:
-            _, (_, evicted) = self._entries.popitem(last=False)
-            self._bytes -= evicted
-
-    def discard(self, rollout_id: str) -> None:
-        entry = self._entries.pop(rollout_id, None)
-        if entry is not None:
-            self._bytes -= entry[1]
-
-
-def encode_call(call: NewCall, seqs: RolloutSeqs, now: float) -> tuple[Any, ...]:
-    """The ``calls`` row (in ``CALL_COLUMNS`` order) for ``call``; advances ``seqs`` past it."""
-    index = seqs.next_index
-    prompt = encode_ids(call.prompt_token_ids)
-    parent, prefix_len = best_parent(prompt, seqs.leaves)
-    ids = [encode_ids(c.token_ids) for c in call.choices]
-    meta = [[len(c.token_ids), len(c.logprobs), c.finish_reason] for c in call.choices]
-    seqs.add(index, prompt + ids[0] if ids else prompt, parent, prefix_len)
-    return (
-        call.rollout_id, index, str(call.api), str(call.status), _dumps(call.request),
-        None if call.response is None else _dumps(call.response), parent, prefix_len,
-        len(call.prompt_token_ids), prompt[prefix_len * ITEM_SIZE :], b"".join(ids),
-        b"".join(encode_floats(c.logprobs) for c in call.choices), _dumps(meta), call.policy_version,
-        call.requested_model, _dumps(call.sampling), call.engine_id, call.latency_s, call.error,
-        None if call.fidelity is None else str(call.fidelity), call.fidelity_reason, now,
-    )  # fmt: skip
-
-
-def _choice0_ids(row: RowLike) -> bytes:
-    meta = orjson.loads(row["choices"])
-    return bytes(row["completion_ids"][: meta[0][0] * ITEM_SIZE]) if meta else b""
-
-
-def replay(rows: Iterable[RowLike]) -> Iterator[tuple[RowLike, bytes, bytes]]:
-    """Rebuild full prompts from rows in call order: yields ``(row, prompt, prompt + choice-0 tokens)``.
-
-    Each row is read once and each prompt built by one slice and one join, so reading a rollout costs
-    the size of its output, never a re-read per turn. A row's parent must come earlier in ``rows``.
-    """
-    fulls: dict[int, bytes] = {}
-    for row in rows:
-        parent = row["parent_index"]
-        prefix = fulls[parent][: row["prefix_len"] * ITEM_SIZE] if parent is not None else b""
-        prompt = prefix + bytes(row["prompt_suffix"])
-        if len(prompt) != row["prompt_len"] * ITEM_SIZE:
-            raise StoreError(
-                f"call {row['call_index']}: rebuilt prompt has the wrong length; database damaged?"
-            )
-        full = prompt + _choice0_ids(row)
-        fulls[row["call_index"]] = full
-        yield row, prompt, full
-
-
-def decode_call(row: RowLike, prompt: bytes) -> Call:
-    ids, logprobs = bytes(row["completion_ids"]), bytes(row["completion_logprobs"])
-    choices, id_at, lp_at = [], 0, 0
-    for n_ids, n_lps, finish in orjson.loads(row["choices"]):
-        choices.append(
-            ChoiceTokens(
-                decode_ids(ids[id_at : id_at + n_ids * ITEM_SIZE]),
-                decode_floats(logprobs[lp_at : lp_at + n_lps * ITEM_SIZE]),
-                finish,
-            )
-        )
-        id_at, lp_at = id_at + n_ids * ITEM_SIZE, lp_at + n_lps * ITEM_SIZE
-    response = row["response"]
-    return Call(
-        rollout_id=row["rollout_id"],
-        index=row["call_index"],
-        api=ApiKind(row["api"]),
-        status=CallStatus(row["status"]),
-        request=orjson.loads(row["request"]),
-        response=None if response is None else orjson.loads(response),
-        prompt_token_ids=decode_ids(prompt),
-        choices=choices,
-        policy_version=row["policy_version"],
-        requested_model=row["requested_model"],
-        sampling=orjson.loads(row["sampling"]),
-        engine_id=row["engine_id"],
-        latency_s=row["latency_s"],
-        error=row["error"],
-        fidelity=None if row["fidelity"] is None else Fidelity(row["fidelity"]),
-        fidelity_reason=row["fidelity_reason"],
-        created_at=row["created_at"],
-    )
+def expand_request(
+    stored: dict[str, Any], keep: dict[str, int], parent: dict[str, Any] | None
+) -> dict[str, Any]:
+    if not keep:
+        return stored
+    if parent is None:
+        raise StoreError("a call's request refers to a parent call that is missing; database damaged?")
+    request = dict(stored)
+    for key, n in keep.items():
+        request[key] = parent[key][:n] + stored[key]
+    return request

@@ -7,7 +7,9 @@ key is assigned by the store (per-rollout call and reward indices), so both driv
 A call's prompt is stored as ``(parent_index, prefix_len, prompt_suffix)``: the first ``prefix_len``
 tokens of the parent call's prompt + choice-0 completion, then the suffix. ``choices`` is JSON
 ``[[n_token_ids, n_logprobs, finish_reason], ...]`` describing how ``completion_ids`` and
-``completion_logprobs`` (all choices concatenated) split per choice.
+``completion_logprobs`` (all choices concatenated) split per choice. ``request`` likewise holds only
+what the parent's request lacks: ``request_keep`` (JSON ``{key: n}``, NULL if nothing is shared) says
+that top-level list or string ``key`` starts with the first ``n`` items of the parent's.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ CREATE TABLE IF NOT EXISTS calls (
     api TEXT NOT NULL,
     status TEXT NOT NULL,
     request TEXT NOT NULL,
+    request_keep TEXT,
     response TEXT,
     parent_index INTEGER,
     prefix_len INTEGER NOT NULL,

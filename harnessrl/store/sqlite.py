@@ -41,7 +41,15 @@ from harnessrl.store.base import (
     Store,
     StoreError,
 )
-from harnessrl.store.codec import CALL_COLUMNS, RolloutSeqs, SeqCache, decode_call, encode_call, replay
+from harnessrl.store.rows import (
+    CALL_COLUMNS,
+    SEQ_COLUMNS,
+    RolloutSeqs,
+    SeqCache,
+    decode_call,
+    encode_call,
+    replay,
+)
 from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl
 from harnessrl.types import (
     ROLLOUT_TRANSITIONS,
@@ -66,7 +74,7 @@ _ROLLOUT_COLUMNS = (
 )
 _CALLS = ", ".join(CALL_COLUMNS)
 _INSERT_CALL = f"INSERT INTO calls ({_CALLS}) VALUES ({', '.join('?' * len(CALL_COLUMNS))})"
-_SEQ_COLUMNS = "call_index, parent_index, prefix_len, prompt_len, prompt_suffix, completion_ids, choices"
+_SEQ_COLUMNS = ", ".join(SEQ_COLUMNS)
 _NEEDS_FAILURE_KIND = frozenset({RolloutStatus.FAILED, RolloutStatus.TIMED_OUT})
 
 
@@ -406,8 +414,8 @@ class SqliteStore(Store):
             rows = conn.execute(
                 f"SELECT {_SEQ_COLUMNS} FROM calls WHERE rollout_id = ? ORDER BY call_index", (rollout_id,)
             )
-            for call_row, _, full in replay(rows):
-                seqs.add(call_row["call_index"], full, call_row["parent_index"], call_row["prefix_len"])
+            for call_row, _, leaf in replay(rows):
+                seqs.add(leaf, call_row["parent_index"], call_row["prefix_len"])
         return staged
 
     def get_calls(self, rollout_id: str) -> list[Call]:
@@ -419,7 +427,7 @@ class SqliteStore(Store):
                 self._one(
                     conn, "SELECT 1 FROM rollouts WHERE id = ?", (rollout_id,), f"rollout {rollout_id!r}"
                 )
-        return [decode_call(row, prompt) for row, prompt, _ in replay(rows)]
+        return [decode_call(row, prompt, leaf.request) for row, prompt, leaf in replay(rows)]
 
     def get_call(self, rollout_id: str, index: int) -> Call:
         # Only the call's ancestors (the parents its prompt prefix comes from) are read.
@@ -435,8 +443,8 @@ class SqliteStore(Store):
             ).fetchall()
         if not rows:
             raise NotFound(f"call {index} of rollout {rollout_id!r} does not exist")
-        *_, (row, prompt, _) = replay(rows)
-        return decode_call(row, prompt)
+        *_, (row, prompt, leaf) = replay(rows)
+        return decode_call(row, prompt, leaf.request)
 
     # -- rewards --------------------------------------------------------------------------------------
     def add_reward(

@@ -201,6 +201,35 @@ def test_thirty_turns_grow_linearly(store: Store, new_rollout: Callable[..., str
     assert store.get_call(rid, 29).prompt_token_ids == history[:-reply]
 
 
+def test_growing_requests_round_trip(store: Store, new_rollout: Callable[..., str]) -> None:
+    """Requests resend the history; however the store shares it between calls, each reads back whole."""
+    rid = new_rollout()
+    system = {"role": "system", "content": "be brief"}
+    msgs = [system, {"role": "user", "content": "q0"}]
+    requests = [
+        {"model": "gpt-4o", "messages": msgs, "tools": [{"type": "function", "name": "ls"}]},
+        {
+            "model": "gpt-4o",
+            "messages": [*msgs, {"role": "assistant", "content": "a0"}, {"role": "user", "content": "q1"}],
+        },
+        {"model": "gpt-4o", "messages": [*msgs, {"role": "user", "content": "rewound"}]},  # branch
+        {
+            "model": "other",
+            "messages": [{"role": "system", "content": "new"}],
+            "prompt": "p" * 400,
+        },  # unrelated
+        {"model": "other", "messages": [], "prompt": "p" * 400 + "more"},  # string extended
+        {"model": "other", "messages": [], "prompt": "p" * 10},  # string shortened
+        {"messages": None},
+    ]
+    prompts = [[1, 2], [1, 2, 3, 4], [1, 2, 3, 9], [7], [7, 8, 8], [7, 8], [7, 8, 5]]
+    sent = [make_call(rid, p, [p[-1] + 1], request=r) for p, r in zip(prompts, requests, strict=True)]
+    store.record_calls(sent[:3])
+    store.record_calls(sent[3:])
+    assert [c.request for c in store.get_calls(rid)] == requests
+    assert [store.get_call(rid, i).request for i in range(len(requests))] == requests
+
+
 # -- rewards ------------------------------------------------------------------------------------------------
 
 

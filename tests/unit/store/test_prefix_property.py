@@ -1,5 +1,5 @@
-"""Property: whatever prompts a harness sends, the store gives back exactly what it was given, and it
-stores no more prompt tokens than the best earlier call leaves unshared."""
+"""Property: whatever prompts (and requests) a harness sends, the store gives back exactly what it was
+given, and it stores no more prompt tokens than the best earlier call leaves unshared."""
 
 from __future__ import annotations
 
@@ -42,7 +42,13 @@ def test_prefix_compression_round_trip(
         base = fulls[parent % len(fulls)][:keep] if fulls and parent is not None else []
         prompt = base + new_tokens
         optimal_prompt_tokens += len(prompt) - max((_shared(prompt, f) for f in fulls), default=0)
-        sent.append(make_call(rid, prompt, *choices))
+        # Requests grow with the prompt too: a message list and a long string that track its tokens.
+        request = {
+            "model": "m",
+            "messages": [{"t": t} for t in prompt],
+            "prompt": "x" * 300 + ",".join(map(str, prompt)),
+        }
+        sent.append(make_call(rid, prompt, *choices, request=request))
         fulls.append(prompt + (choices[0] if choices else []))
     for start in range(0, len(sent), batch):
         assert store.record_calls(sent[start : start + batch]) == list(
@@ -52,6 +58,7 @@ def test_prefix_compression_round_trip(
     got = store.get_calls(rid)
     assert [c.prompt_token_ids for c in got] == [c.prompt_token_ids for c in sent]
     assert [c.choices for c in got] == [c.choices for c in sent]
+    assert [c.request for c in got] == [c.request for c in sent]
     assert [store.get_call(rid, i) for i in range(len(sent))] == got
     completion_bytes = sum(8 * len(ch.token_ids) for c in sent for ch in c.choices)
     assert store.storage_bytes(rid) == 4 * optimal_prompt_tokens + completion_bytes

@@ -108,3 +108,26 @@ def test_cache_is_dropped_when_rollout_ends_and_closed_store_refuses(tmp_path: P
     store.close()  # idempotent
     with pytest.raises(StoreError, match="closed"):
         store.get_rollout(rid)
+
+
+def test_request_documents_grow_linearly(tmp_path: Path) -> None:
+    """A 30-turn chat resends its history each turn; the stored request JSON must not grow with it."""
+    with SqliteStore(tmp_path / "a.db") as store:
+        rid = store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h").id
+        messages: list[dict] = [{"role": "system", "content": "s" * 2000}]
+        prompt: list[int] = list(range(500))
+        sizes = []
+        for turn in range(30):
+            messages = [*messages, {"role": "user", "content": f"question {turn} " + "u" * 200}]
+            prompt = prompt + [1000 + turn] * 50
+            store.record_calls(
+                [make_call(rid, prompt, [turn] * 20, request={"model": "m", "messages": messages})]
+            )
+            messages = [*messages, {"role": "assistant", "content": "a" * 80}]
+            prompt = prompt + [turn] * 20
+            (size,) = store._writer().execute("SELECT SUM(LENGTH(request)) FROM calls").fetchone()
+            sizes.append(size)
+        steps = [b - a for a, b in zip(sizes, sizes[1:], strict=False)]
+        assert max(steps) - min(steps) <= 10  # constant per turn (digits aside), not growing with history
+        assert sizes[29] < 3 * sizes[9]  # whole requests: ~6x
+        assert store.get_calls(rid)[29].request["messages"] == messages[:-1]

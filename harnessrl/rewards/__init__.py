@@ -1,0 +1,30 @@
+"""Rewards: from the harness (posted to its reward URL), its exit code, or a verifier run after it exits.
+
+``score_attempt(spec, result, store, config)`` writes a rollout's rewards and returns a ``RewardOutcome``
+with the final scalar and how to close the rollout. See ``score.py`` for the order of decisions.
+"""
+
+from harnessrl.rewards.config import RewardConfig
+from harnessrl.rewards.score import (
+    EXIT_CODE,
+    FINAL,
+    RESERVED_NAMES,
+    TAMPER,
+    VERIFIER,
+    RewardOutcome,
+    score_attempt,
+)
+from harnessrl.rewards.verifier import VerifierError, parse_reward
+
+__all__ = [
+    "EXIT_CODE",
+    "FINAL",
+    "RESERVED_NAMES",
+    "TAMPER",
+    "VERIFIER",
+    "RewardConfig",
+    "RewardOutcome",
+    "VerifierError",
+    "parse_reward",
+    "score_attempt",
+]

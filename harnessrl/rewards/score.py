@@ -1,0 +1,191 @@
+"""``score_attempt``: turn a finished attempt into rewards in the store and one final scalar.
+
+Order of decisions (first match wins):
+
+1. The attempt is an ``infra`` failure (never started, cancelled): no reward at all.
+2. A protected file changed: ``tamper`` = 0 and ``final`` = 0; the verifier is not run and hidden
+   files are never copied into a workspace the agent has tampered with.
+3. The attempt timed out and ``timed_out_reward`` is set: ``final`` = that.
+4. Every enabled source is evaluated and recorded under its own name (``exit_code``, ``verifier``; the
+   harness's posts are already in the store), then combined per ``combine`` into ``final``. A
+   verifier failure makes the rollout ``infra`` (no ``final``) unless ``verifier_failure_reward`` is set.
+
+Readers (trainer, dashboard) take the last reward named ``final``; the other names explain it. The
+rollout should be written while still ``running`` and closed afterwards with the outcome's status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from harnessrl.rewards.config import RewardConfig
+from harnessrl.rewards.guards import find_tampering
+from harnessrl.rewards.verifier import VerifierError, run_verifier
+from harnessrl.runners.spec import AttemptResult, AttemptSpec
+from harnessrl.runners.workspace import WorkspaceError
+from harnessrl.store.base import Store
+from harnessrl.types import FailureKind, RolloutStatus
+
+logger = logging.getLogger(__name__)
+
+FINAL = "final"
+VERIFIER = "verifier"
+EXIT_CODE = "exit_code"
+TAMPER = "tamper"
+HARNESS = "harness"  # component name only; the harness's own posts keep the names it gave them
+#: Names written by harnessrl itself; a harness posting one of these is not counted as a harness reward.
+RESERVED_NAMES = frozenset({FINAL, VERIFIER, EXIT_CODE, TAMPER})
+
+
+@dataclass(frozen=True, slots=True)
+class RewardOutcome:
+    """The final reward of a rollout and how to close it.
+
+    ``value`` is what was written as ``final`` (None: no reward, the rollout is excluded from training).
+    ``status``/``failure_kind``/``reason`` are what the controller writes when it closes the rollout:
+    the runner's, except that tampering makes it ``failed``/``agent`` and a verifier failure ``infra``.
+    """
+
+    rollout_id: str
+    value: float | None
+    status: RolloutStatus
+    failure_kind: FailureKind | None
+    reason: str | None
+    components: Mapping[str, float] = field(default_factory=dict)
+    tampered: tuple[str, ...] = ()
+    verifier_output: str | None = None
+
+
+def harness_reward(store: Store, rollout_id: str, names: list[str] | None) -> float | None:
+    """The harness's posted reward: per name the last value, summed over names; None if it posted none."""
+    last: dict[str, float] = {}
+    for reward in store.get_rewards(rollout_id):  # in the order they were added
+        if reward.call_index is not None or reward.name in RESERVED_NAMES:
+            continue
+        if names is None or reward.name in names:
+            last[reward.name] = reward.value
+    return sum(last.values()) if last else None
+
+
+async def score_attempt(
+    spec: AttemptSpec, result: AttemptResult, store: Store, config: RewardConfig
+) -> RewardOutcome:
+    """Score one finished attempt, write its rewards, and say how to close the rollout."""
+    rid = spec.rollout_id
+    base = {
+        "rollout_id": rid,
+        "status": result.status,
+        "failure_kind": result.failure_kind,
+        "reason": result.reason,
+    }
+
+    def finish(value: float | None, **changes: object) -> RewardOutcome:
+        if value is not None:
+            store.add_reward(rid, value, FINAL)
+        return RewardOutcome(**{**base, "value": value, **changes})  # type: ignore[arg-type]
+
+    if result.failure_kind is FailureKind.INFRA or result.workdir is None:
+        return finish(None, failure_kind=FailureKind.INFRA, reason=result.reason or "attempt did not run")
+
+    if spec.protected:
+        try:
+            changes = await asyncio.to_thread(
+                find_tampering, result.workdir, spec.protected, result.protected_sha256
+            )
+        except WorkspaceError as exc:
+            return finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=str(exc))
+        if changes:
+            reason = "tampered with protected files: " + ", ".join(changes[:20])
+            logger.info("rollout %s: %s", rid, reason)
+            store.add_reward(rid, 0.0, TAMPER)
+            return finish(
+                0.0,
+                status=RolloutStatus.FAILED,
+                failure_kind=FailureKind.AGENT,
+                reason=reason,
+                components={TAMPER: 0.0},
+                tampered=tuple(changes),
+            )
+
+    if result.timed_out and config.timed_out_reward is not None:
+        return finish(config.timed_out_reward)
+
+    components: dict[str, float] = {}
+    enabled: list[str] = []
+    if config.harness:
+        enabled.append(HARNESS)
+        posted = harness_reward(store, rid, config.harness_names)
+        if posted is not None:
+            components[HARNESS] = posted
+    if config.exit_code_map:
+        enabled.append(EXIT_CODE)
+        code = result.exit_code
+        value = (
+            config.exit_code_map.get(code, config.exit_code_default)
+            if code is not None
+            else config.exit_code_default
+        )
+        components[EXIT_CODE] = value
+        store.add_reward(rid, value, EXIT_CODE)
+    verifier_output = None
+    command = spec.assets.verifier or config.verifier
+    if command:
+        enabled.append(VERIFIER)
+        try:
+            run = await run_verifier(command, spec, result, config)
+            components[VERIFIER], verifier_output = run.value, run.output
+        except VerifierError as exc:
+            if config.verifier_failure_reward is None:
+                logger.warning("rollout %s: %s (infra failure)", rid, exc)
+                return finish(
+                    None,
+                    status=RolloutStatus.FAILED,
+                    failure_kind=FailureKind.INFRA,
+                    reason=f"verifier failed: {exc}",
+                    components=components,
+                )
+            components[VERIFIER] = config.verifier_failure_reward
+            base["reason"] = f"verifier failed: {exc}"
+        store.add_reward(rid, components[VERIFIER], VERIFIER)
+
+    value, missing = _combine(config, enabled, components)
+    if value is None:
+        return finish(
+            None,
+            status=RolloutStatus.FAILED,
+            failure_kind=FailureKind.INFRA,
+            reason=missing,
+            components=components,
+            verifier_output=verifier_output,
+        )
+    if missing and base["reason"] is None:
+        base["reason"] = missing
+    return finish(value, components=components, verifier_output=verifier_output)
+
+
+def _combine(
+    config: RewardConfig, enabled: list[str], components: dict[str, float]
+) -> tuple[float | None, str | None]:
+    """(final value, note about a missing source). Value None only if ``missing_reward`` is None."""
+    mode = config.combine
+    if mode == "auto":
+        order = [s for s in (VERIFIER, HARNESS, EXIT_CODE) if s in enabled]
+        mode = next((s for s in order if s in components), order[0] if order else HARNESS)
+    if mode in (VERIFIER, HARNESS, EXIT_CODE):
+        if mode in components:
+            return components[mode], None
+        note = f"no {mode} reward" + (
+            " (the harness posted none)" if mode == HARNESS else " (source not configured)"
+        )
+        return config.missing_reward, note
+    values = [components.get(s, config.missing_reward) for s in enabled]
+    present = [v for v in values if v is not None]
+    absent = [s for s in enabled if s not in components]
+    note = f"no {', '.join(absent)} reward; counted as {config.missing_reward}" if absent else None
+    if not present:
+        return None, "no reward source gave a value"
+    reducer = {"sum": sum, "min": min, "max": max, "mean": lambda xs: sum(xs) / len(xs)}[mode]
+    return float(reducer(present)), note

@@ -29,6 +29,11 @@ class ChainEntry:
     own: array
     completion: array
     end_of_turn: array
+    #: Length and digest of the template text this call's prompt was rendered from (-1: unknown, e.g. after
+    #: ``load``); lets the next call check "the assistant turn starts where my prompt ended" without
+    #: rendering the prompt again.
+    prompt_text_len: int = -1
+    prompt_text_digest: bytes = b""
 
     def _chain(self) -> list[ChainEntry]:
         chain: list[ChainEntry] = []

@@ -100,15 +100,18 @@ def normalize_message(message: Any) -> tuple[dict[str, Any], bytes]:
             function = call.get("function") or {}
             name = function.get("name")
             arguments = parse_arguments(function.get("arguments", {}))
-            calls.append({"id": call.get("id"), "type": "function",
-                          "function": {"name": name, "arguments": arguments}})
+            out_call: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": arguments}}
+            if call.get("id") is not None:  # templates see no None values (as in apply_chat_template)
+                out_call["id"] = call["id"]
+            calls.append(out_call)
             key.append([name, arguments])
         if calls:
             out["tool_calls"] = calls
     else:
         key.append(text)
     if role == "tool":
-        out["tool_call_id"] = message.get("tool_call_id")
+        if message.get("tool_call_id") is not None:
+            out["tool_call_id"] = message["tool_call_id"]
         key.append(message.get("tool_call_id"))
     return out, _digest(_canonical_json(key).encode())
 

@@ -12,6 +12,7 @@ differently once later ones exist; then we re-render from scratch and say why).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 from dataclasses import dataclass
@@ -42,6 +43,12 @@ class _RenderState:
     conversation: Conversation
     parent: ChainEntry | None
     parent_len: int
+    text_len: int = -1
+    text_digest: bytes = b""
+
+
+def _text_digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 class TemplateRenderer:
@@ -53,6 +60,8 @@ class TemplateRenderer:
         self.template_name, self.template = resolve_chat_template(tokenizer, config.chat_template)
         self.tool_parser_name, self._parser = make_tool_parser(config.tool_parser, self.template)
         self._max_attempts = config.max_prefix_attempts
+        self._template_kwargs: dict[str, Any] = {}
+        self._compiled = self._compile_fast_path()
         self.end_of_turn_text = self._derive_end_of_turn()
         self.end_of_turn_ids = self.encode(self.end_of_turn_text)
         stops = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
@@ -74,10 +83,45 @@ class TemplateRenderer:
         return cls(AutoTokenizer.from_pretrained(str(path), **kwargs), config)
 
     # -- template and tokenizer ------------------------------------------------------------------------
+    def _compile_fast_path(self) -> Any:
+        """The compiled template, rendered directly: ``apply_chat_template`` spends about a third of its time
+        re-normalizing messages we already normalized. Used only if it renders a probe identically."""
+        try:
+            from transformers.utils.chat_template_utils import _compile_jinja_template
+
+            compiled = _compile_jinja_template(self.template)
+        except Exception:  # a private helper: if it moves, the public path still works
+            return None
+        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                 {"role": "assistant", "content": "a", "tool_calls": [
+                     {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]},
+                 {"role": "tool", "tool_call_id": "c", "content": "r"}]
+        tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+        kwargs = dict(self.tokenizer.special_tokens_map)
+        try:
+            for gen in (False, True):
+                fast = compiled.render(messages=probe, tools=tools, documents=None, add_generation_prompt=gen, **kwargs)
+                slow = self.tokenizer.apply_chat_template(probe, tools=tools, chat_template=self.template,
+                                                          tokenize=False, add_generation_prompt=gen)
+                if fast != slow:
+                    return None
+        except Exception:
+            return None
+        self._template_kwargs = kwargs
+        return compiled
+
     def render_text(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, generation: bool,
         continue_final: bool = False,
     ) -> str:
+        if self._compiled is not None and not continue_final:
+            try:
+                return self._compiled.render(messages=messages, tools=tools, documents=None,
+                                             add_generation_prompt=generation, **self._template_kwargs)
+            except Exception as exc:
+                raise RenderError(
+                    f"the chat template ({self.template_name}) could not render this conversation: {exc}"
+                ) from exc
         try:
             text = self.tokenizer.apply_chat_template(
                 messages, tools=tools, chat_template=self.template, tokenize=False,
@@ -125,6 +169,7 @@ class TemplateRenderer:
             entry = same_tools[-1]  # retries of one turn: the latest whose answer the harness kept
             outcome = self._extend(entry, conv, k, full_text, continuing)
             if isinstance(outcome, RenderedPrompt):
+                outcome.state.text_len, outcome.state.text_digest = len(full_text), _text_digest(full_text)
                 return outcome
             reasons.append(outcome)
             attempts += 1
@@ -138,7 +183,8 @@ class TemplateRenderer:
             reason = "first call of this chain"
         return RenderedPrompt(
             prompt_token_ids=self.encode(full_text), fidelity=Fidelity.RERENDERED, fidelity_reason=reason,
-            stop_token_ids=list(self.stop_token_ids), state=_RenderState(conv, None, 0),
+            stop_token_ids=list(self.stop_token_ids),
+            state=_RenderState(conv, None, 0, len(full_text), _text_digest(full_text)),
         )
 
     def _extend(
@@ -158,7 +204,11 @@ class TemplateRenderer:
             return f"the chat template renders the turns of call {entry.label} differently once later turns are added"
         if not prefix_text.endswith(self.end_of_turn_text):
             return f"the chat template does not close call {entry.label}'s assistant turn with {self.end_of_turn_text!r}"
-        generation_text = self.render_text(conv.messages[: k - 1], conv.tools, generation=True)
+        known = entry.prompt_text_len
+        if known < 0 or _text_digest(prefix_text[:known]) != entry.prompt_text_digest:
+            generation_text = self.render_text(conv.messages[: k - 1], conv.tools, generation=True)
+        else:  # the turn starts where the text of call's prompt ended: no need to render it again
+            generation_text = prefix_text[:known]
         if not prefix_text.startswith(generation_text):
             return f"the chat template renders call {entry.label}'s assistant turn unlike its generation prompt"
         prompt = entry.context_ids()
@@ -209,6 +259,8 @@ class TemplateRenderer:
             label = history.next_label if call_index is None else call_index
             entry = self._entry(label, conv, rendered.prompt_token_ids, parent, parent_len,
                                 completion_token_ids, message)
+            if state:
+                entry.prompt_text_len, entry.prompt_text_digest = state.text_len, state.text_digest
             history.add(entry)
 
     def _entry(

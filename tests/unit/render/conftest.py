@@ -48,4 +48,5 @@ class Harness:
 
 @pytest.fixture
 def harness(renderer):
-    return lambda **kw: Harness(renderer, **kw)
+    """``harness(tools=..., rollout_id=..., renderer=...)``: a scripted harness on the SmolLM2 renderer."""
+    return lambda renderer=renderer, **kw: Harness(renderer, **kw)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from harnessrl.gateway.render import TemplateRenderer
 from harnessrl.types import Fidelity
 
@@ -248,3 +250,23 @@ def test_load_after_restart_continues_the_chain(harness, smollm2_tokenizer):
     # Tool-call ids keep counting where the stored responses left off.
     message, _ = fresh.parse("r1", text_ids(tok, tool_call_text("get_weather", {"city": "Milan"})), "stop")
     assert message["tool_calls"][0]["id"] == "call_r1_1"
+
+
+def test_chain_with_a_model_template_that_handles_tools_itself(harness):
+    """The tiny test model's own ChatML+tools template (no newline around <tool_call>, tool role kept)."""
+    models = pytest.importorskip("harnessrl.models")
+    tok = models.tiny_tokenizer()
+    renderer = TemplateRenderer(tok)
+    assert renderer.template_name == "model" and renderer.tool_parser_name == "hermes"
+    h = harness(renderer=renderer, tools=TOOLS[:1])
+    h.messages = [{"role": "user", "content": "weather in paris"}]
+    call = '<tool_call>{"name": "get_weather", "arguments": {"city": "paris"}}</tool_call>'
+    _, msg, finish = h.call(text_ids(tok, call, stop=False))
+    assert finish == "tool_calls"
+    h.messages.append({"role": "tool", "tool_call_id": msg["tool_calls"][0]["id"], "content": "sunny"})
+    h.call(text_ids(tok, "it is sunny"))
+    h.messages.append({"role": "user", "content": "thank you"})
+    h.call(text_ids(tok, "bye"))
+    for i in (1, 2):
+        assert h.calls[i][0].fidelity == Fidelity.EXTENDED
+        assert_extends(h.calls[i - 1], h.calls[i])

@@ -79,3 +79,24 @@ _cache: dict[int, TemplateRenderer] = {}
 
 def _renderer(tokenizer) -> TemplateRenderer:
     return _cache.setdefault(id(tokenizer), TemplateRenderer(tokenizer))
+
+
+@settings(max_examples=25, deadline=None)
+@given(script=st.lists(turns(), min_size=1, max_size=4), system=st.booleans(), tools=st.booleans())
+def test_fast_template_path_renders_like_apply_chat_template(smollm2_tokenizer, script, system, tools):
+    renderer = _renderer(smollm2_tokenizer)
+    assert renderer._compiled is not None  # the fast path is in use for the SmolLM2 template
+    messages = ([{"role": "system", "content": "sys"}] if system else []) + [{"role": "user", "content": "go"}]
+    for i, (kind, completion_text, follow_up) in enumerate(script):
+        if kind == "text":
+            messages += [{"role": "assistant", "content": completion_text}, {"role": "user", "content": follow_up}]
+        else:
+            calls = [{"id": f"c{i}_{j}", "type": "function", "function": {"name": "lookup", "arguments": {"q": r}}}
+                     for j, r in enumerate(follow_up)]
+            messages.append({"role": "assistant", "content": "", "tool_calls": calls})
+            messages += [{"role": "tool", "tool_call_id": c["id"], "content": r} for c, r in zip(calls, follow_up, strict=True)]
+    for generation in (False, True):
+        expected = smollm2_tokenizer.apply_chat_template(
+            messages, tools=TOOLS if tools else None, chat_template=renderer.template, tokenize=False,
+            add_generation_prompt=generation)
+        assert renderer.render_text(messages, TOOLS if tools else None, generation=generation) == expected

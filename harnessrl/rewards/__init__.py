@@ -12,6 +12,7 @@ from harnessrl.rewards.score import (
     TAMPER,
     VERIFIER,
     RewardOutcome,
+    close_rollout,
     score_attempt,
 )
 from harnessrl.rewards.verifier import VerifierError, parse_reward
@@ -25,6 +26,7 @@ __all__ = [
     "RewardConfig",
     "RewardOutcome",
     "VerifierError",
+    "close_rollout",
     "parse_reward",
     "score_attempt",
 ]

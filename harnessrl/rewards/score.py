@@ -27,7 +27,7 @@ from harnessrl.rewards.verifier import VerifierError, run_verifier
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.runners.workspace import WorkspaceError
 from harnessrl.store.base import Store
-from harnessrl.types import FailureKind, RolloutStatus
+from harnessrl.types import FailureKind, Rollout, RolloutStatus
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +164,18 @@ async def score_attempt(
     if missing and base["reason"] is None:
         base["reason"] = missing
     return finish(value, components=components, verifier_output=verifier_output)
+
+
+def close_rollout(store: Store, result: AttemptResult, outcome: RewardOutcome) -> Rollout:
+    """Move the rollout to its terminal status, with exit code, reason and logs (harness + verifier)."""
+    return store.transition_rollout(
+        outcome.rollout_id,
+        outcome.status,
+        failure_kind=outcome.failure_kind,
+        error=outcome.reason,
+        exit_code=result.exit_code,
+        logs=result.logs() + (outcome.verifier_output or ""),
+    )
 
 
 def _combine(

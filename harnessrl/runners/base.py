@@ -7,9 +7,8 @@ Typical use by the controller::
     spec = make_attempt_spec(cfg, rollout_id=r.id, task_id=..., task_input=..., gateway_url=gw, api_key=key)
     result = await runner.run(spec, on_start=lambda handle: store.transition_rollout(
         r.id, RolloutStatus.RUNNING, runner_handle=handle))
-    outcome = await score_attempt(spec, result, store, reward_config)
-    store.transition_rollout(r.id, outcome.status, failure_kind=outcome.failure_kind, error=outcome.reason,
-                             exit_code=result.exit_code, logs=result.logs())
+    outcome = await score_attempt(spec, result, store, reward_config)  # rewards, while still running
+    close_rollout(store, result, outcome)  # terminal status, failure kind, reason, exit code, logs
     await runner.release(result)
 """
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 import orjson
 
@@ -48,7 +48,8 @@ class RowLike(Protocol):
     def __getitem__(self, key: str, /) -> Any: ...
 
 
-class Leaf(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Leaf:
     """An earlier call a new one may extend: prompt + choice-0 completion IDs, and its full request."""
 
     index: int

@@ -111,7 +111,7 @@ class SqliteStore(Store):
         self, path: str | Path, *, synchronous: Synchronous = "NORMAL", cache_bytes: int = 64 << 20
     ) -> None:
         self.path = str(path)
-        self._memory = self.path == ":memory:" or self.path.startswith("file::memory:")
+        self._memory = self.path == ":memory:"
         if not self._memory:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._synchronous = synchronous.upper()
@@ -123,7 +123,11 @@ class SqliteStore(Store):
         self._cache = SeqCache(cache_bytes)
         self._last_created = 0.0
         self._conn: sqlite3.Connection | None = self._connect()
-        self._migrate(self._conn)
+        try:
+            self._migrate(self._conn)
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStore:
@@ -211,7 +215,7 @@ class SqliteStore(Store):
         yield conn
 
     def _one(self, conn: sqlite3.Connection, sql: str, args: Sequence[Any], what: str) -> sqlite3.Row:
-        row = conn.execute(sql, args).fetchone()
+        row: sqlite3.Row | None = conn.execute(sql, args).fetchone()
         if row is None:
             raise NotFound(f"{what} does not exist")
         return row

@@ -322,3 +322,30 @@ def test_misuse_is_refused(tmp_path: Path) -> None:
         await task
 
     asyncio.run(main())
+
+
+def test_cancelled_waiters_do_not_leak_slots(tmp_path: Path) -> None:
+    runner, config = make(tmp_path, script(tmp_path, "hang.py", HANG), concurrency=1, kill_grace_s=0.1)
+    quick = dataclasses.replace(spec_for(config, "after"), command=(PY, "-c", "print('ran')"))
+
+    async def main():
+        first = asyncio.create_task(runner.run(spec_for(config, "s1")))
+        await await_file(tmp_path / "attempts" / "s1" / "workspace" / "pids")
+        waiters = [asyncio.create_task(runner.run(spec_for(config, f"w{i}"))) for i in range(3)]
+        await asyncio.sleep(0.05)
+        waiters[0].cancel()  # the task itself, while queued
+        await runner.cancel("w1")  # through the runner, while queued
+        await runner.cancel("s1")
+        assert (await first).status is RolloutStatus.CANCELLED
+        w2 = await asyncio.wait_for(waiters[2], 10)  # got the freed slot: it runs the hang script
+        assert w2.status is RolloutStatus.CANCELLED and w2.handle is not None  # it did start
+        return await asyncio.wait_for(runner.run(quick), 10)
+
+    async def with_w2_cancelled():
+        task = asyncio.create_task(main())
+        await await_file(tmp_path / "attempts" / "w2" / "workspace" / "pids", timeout_s=20)
+        await runner.cancel("w2")
+        return await task
+
+    result = asyncio.run(with_w2_cancelled())
+    assert result.stdout == "ran\n" and runner.active() == []

@@ -61,6 +61,8 @@ class Gateway:
         if renderer is None and config.render_mode == "gateway":
             renderer = load_renderer(config)
         self.proxy.renderer = renderer
+        if renderer is not None and hasattr(renderer, "load"):
+            self.registry.on_load = renderer.load
         self.url: str | None = None  # set once serving
         self.app = self._build_app()
 

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from harnessrl.gateway.render.config import RenderConfig
+
 
 class GatewayLimits(BaseModel):
     """Limits that contain a runaway harness. Exceeding one is a clear 4xx that is also recorded."""
@@ -68,6 +70,8 @@ class GatewayConfig(BaseModel):
         description="'engine': the engine applies the chat template and returns token ids. 'gateway': "
         "the gateway renders token-exact prompts itself and sends token ids to /completions.",
     )
+    render: RenderConfig = Field(default_factory=RenderConfig,
+                                 description="Tokenizer/template settings of render_mode 'gateway'.")
     limits: GatewayLimits = Field(default_factory=GatewayLimits)
     pinned_sampling: dict[str, Any] = Field(
         default_factory=dict,

@@ -37,11 +37,13 @@ class ChatRenderer(Protocol):
 def load_renderer(config: GatewayConfig) -> ChatRenderer | None:
     """The renderer for ``render_mode = "gateway"``, or None when the render package is not available.
 
-    Looks for ``harnessrl.gateway.render.create_renderer(config) -> ChatRenderer``.
+    Uses ``harnessrl.gateway.render.create_renderer(config)``, which reads ``config.render`` (tokenizer
+    and template). Without the render package chat calls get a 501; a tokenizer that cannot be loaded
+    fails the gateway's start (better than serving a mode that cannot work).
     """
     try:
-        from harnessrl.gateway.render import create_renderer  # type: ignore[attr-defined]
+        from harnessrl.gateway.render import create_renderer
     except ImportError as exc:
-        log.warning("render_mode 'gateway' unavailable: %s", exc)
+        log.error("render_mode 'gateway' unavailable: %s", exc)
         return None
     return create_renderer(config)

@@ -11,10 +11,12 @@ import hashlib
 import hmac
 import secrets
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from harnessrl.gateway.errors import Forbidden, NotFoundError, RolloutClosedError, Unauthorized
 from harnessrl.store.base import NotFound, Store
+from harnessrl.types import Call
 
 #: How many earlier prompt+completion sequences are kept per rollout for the fidelity check.
 HISTORY = 4
@@ -43,6 +45,9 @@ class RolloutState:
 class RolloutRegistry:
     def __init__(self, store: Store) -> None:
         self._store = store
+        #: Called with (rollout_id, calls) when a live rollout is loaded from the store (the renderer
+        #: rebuilds its token history from it after a gateway restart).
+        self.on_load: Callable[[str, list[Call]], None] | None = None
         self._states: dict[str, RolloutState] = {}
         self._loading: dict[str, asyncio.Future[RolloutState]] = {}
 
@@ -100,6 +105,8 @@ class RolloutRegistry:
         state = RolloutState(id=rollout_id, key_hash=key_hash, closed=rollout.status.terminal)
         if not state.closed:
             calls = self._store.get_calls(rollout_id)
+            if self.on_load is not None and calls:
+                self.on_load(rollout_id, calls)
             state.calls = len(calls)
             state.tokens = sum(len(ch.token_ids) for c in calls for ch in c.choices)
             for c in calls[-HISTORY:]:

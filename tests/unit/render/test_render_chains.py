@@ -270,3 +270,20 @@ def test_chain_with_a_model_template_that_handles_tools_itself(harness):
     for i in (1, 2):
         assert h.calls[i][0].fidelity == Fidelity.EXTENDED
         assert_extends(h.calls[i - 1], h.calls[i])
+
+
+def test_interleaved_sub_agent_chains_each_extend_their_own_previous_call(harness, smollm2_tokenizer, renderer):
+    tok = smollm2_tokenizer
+    main = harness(rollout_id="shared")
+    sub = harness(rollout_id="shared")  # same rollout: a sub-agent with its own system prompt
+    main.messages = [{"role": "system", "content": "You are the planner."}, {"role": "user", "content": "Plan."}]
+    sub.messages = [{"role": "system", "content": "You are the coder."}, {"role": "user", "content": "Code."}]
+    for step in range(3):
+        for agent, name in ((main, "plan"), (sub, "code")):
+            rendered, _, _ = agent.call(text_ids(tok, f"{name} step {step}"))
+            if step:
+                assert rendered.fidelity == Fidelity.EXTENDED
+                assert_extends(agent.calls[step - 1], agent.calls[step])
+            agent.messages.append({"role": "user", "content": f"continue {step}"})
+    parents = [c[0].parent for c in main.calls + sub.calls]
+    assert parents == [None, 0, 2, None, 1, 3]  # calls are numbered in the order the rollout made them

@@ -30,15 +30,13 @@ def _load_toml(path: str | None) -> dict[str, Any]:
 
 
 def _start_embedded(data: dict[str, Any]) -> str:
-    """Start the in-process engine and return its base URL (``.../v1``)."""
-    try:
-        from harnessrl.engines import start_embedded_server  # type: ignore[attr-defined]
-    except ImportError:
-        raise SystemExit(
-            "--engine embedded needs harnessrl.engines.start_embedded_server, which this installation "
-            "does not provide yet; start an engine separately and pass its URL (--engine http://HOST:PORT/v1)"
-        ) from None
-    return start_embedded_server(data.get("engine", {}))
+    """Load the embedded engine (``[engine]`` section of the config) and serve it on loopback."""
+    from harnessrl.engines import EngineConfig
+    from harnessrl.engines.embedded.server import start_embedded
+
+    section = {k: v for k, v in data.get("engine", {}).items() if k != "urls"}
+    server = start_embedded(EngineConfig.model_validate({**section, "kind": "embedded"}))
+    return server.base_url
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:

@@ -34,7 +34,11 @@ def _shared(a: list[int], b: list[int]) -> int:
 def test_prefix_compression_round_trip(
     store: Store, new_rollout: Callable[..., str], plan: list, batch: int
 ) -> None:
-    rid = new_rollout()
+    check_plan(store, new_rollout(), plan, batch)
+
+
+def check_plan(store: Store, rid: str, plan: list, batch: int) -> None:
+    """Record the calls ``plan`` describes in batches of ``batch`` and check what reads back."""
     fulls: list[list[int]] = []  # prompt + choice-0 completion of each call
     sent: list[NewCall] = []
     optimal_prompt_tokens = 0

@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harnessrl.store import StoreError, open_store
 from harnessrl.store.schema import SCHEMA_VERSION
@@ -15,6 +17,7 @@ from harnessrl.store.sqlite import SqliteStore
 from harnessrl.types import RolloutStatus
 
 from ._helpers import make_call
+from .test_prefix_property import check_plan, steps
 
 
 def _pragma(store: SqliteStore, name: str) -> object:
@@ -95,6 +98,15 @@ def test_tiny_cache_still_compresses_and_indexes(tmp_path: Path) -> None:
         for rid in rids:
             assert store.storage_bytes(rid) == 4 * (3 + 4 * 1) + 5 * 8
             assert store.get_call(rid, 4).prompt_token_ids == [1, 2, 3, 0, 9, 1, 9, 2, 9, 3, 9]
+
+
+@settings(max_examples=30, deadline=None)
+@given(plan=steps, batch=st.integers(1, 3))
+def test_prefix_compression_without_cache(plan: list, batch: int) -> None:
+    """The cache-miss path (rebuilding a rollout's sequences from its rows) on every batch."""
+    with SqliteStore(":memory:", cache_bytes=0) as store:
+        rid = store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h").id
+        check_plan(store, rid, plan, batch)
 
 
 def test_cache_is_dropped_when_rollout_ends_and_closed_store_refuses(tmp_path: Path) -> None:

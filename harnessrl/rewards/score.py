@@ -3,8 +3,8 @@
 Order of decisions (first match wins):
 
 1. The attempt is an ``infra`` failure (never started, cancelled): no reward at all.
-2. A protected file changed: ``tamper`` = 0 and ``final`` = 0; the verifier is not run and hidden
-   files are never copied into a workspace the agent has tampered with.
+2. A protected file changed, or the working directory is gone: ``tamper`` = 0 and ``final`` = 0; the
+   verifier is not run and hidden files are never copied into a workspace the agent has tampered with.
 3. The attempt timed out and ``timed_out_reward`` is set: ``final`` = that.
 4. Every enabled source is evaluated and recorded under its own name (``exit_code``, ``verifier``; the
    harness's posts are already in the store), then combined per ``combine`` into ``final``. A
@@ -89,6 +89,18 @@ async def score_attempt(
 
     if result.failure_kind is FailureKind.INFRA or result.workdir is None:
         return finish(None, failure_kind=FailureKind.INFRA, reason=result.reason or "attempt did not run")
+
+    if not result.workdir.is_dir():  # wrecking the workspace must not turn a 0 into "no reward"
+        store.add_reward(rid, 0.0, TAMPER)
+        reason = "the harness removed its working directory"
+        return finish(
+            0.0,
+            status=RolloutStatus.FAILED,
+            failure_kind=FailureKind.AGENT,
+            reason=reason,
+            components={TAMPER: 0.0},
+            tampered=(f"deleted: {result.workdir}",),
+        )
 
     if spec.protected:
         try:

@@ -180,8 +180,12 @@ class LocalRunner(Runner):
 
 
 def _write_tails(attempt_dir: Path, stdout: str, stderr: str) -> None:
-    (attempt_dir / "stdout.txt").write_text(stdout, errors="replace")
-    (attempt_dir / "stderr.txt").write_text(stderr, errors="replace")
+    """Best effort, for people debugging: the harness may have deleted its own attempt directory."""
+    try:
+        (attempt_dir / "stdout.txt").write_text(stdout, errors="replace")
+        (attempt_dir / "stderr.txt").write_text(stderr, errors="replace")
+    except OSError as exc:
+        logger.warning("could not write output tails to %s: %s", attempt_dir, exc)
 
 
 def _result(

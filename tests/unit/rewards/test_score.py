@@ -296,3 +296,12 @@ def test_reward_config_rejects_unknown_keys() -> None:
     with pytest.raises(ValueError):
         RewardConfig(verifer=["python", "x.py"])  # type: ignore[call-arg]
     assert json.loads(RewardConfig().model_dump_json())["combine"] == "auto"
+
+
+def test_deleting_the_workspace_is_a_zero_not_an_escape(tmp_path: Path, store: Store) -> None:
+    harness = "import os, shutil; d = os.getcwd(); os.chdir('/'); shutil.rmtree(os.path.dirname(d))"
+    spec, result = attempt(tmp_path, store, harness)
+    assert result.status is RolloutStatus.SUCCEEDED and not result.attempt_dir.exists()
+    outcome = score(spec, result, store, verifier=[PY, "-c", "print(1)"])
+    assert outcome.value == 0.0 and outcome.failure_kind is FailureKind.AGENT
+    assert "removed its working directory" in outcome.reason

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
+import orjson
 
 from harnessrl.store.base import StoreError
 
@@ -114,7 +115,8 @@ def compact_request(
         if isinstance(value, list) and isinstance(base, list):
             n = 0
             for mine, theirs in zip(value, base, strict=False):
-                if mine != theirs:
+                # Compare as JSON: Python's == takes 1 == 1.0 == True, which would change the record.
+                if mine is not theirs and orjson.dumps(mine) != orjson.dumps(theirs):
                     break
                 n += 1
         elif isinstance(value, str) and isinstance(base, str) and len(base) >= _MIN_STRING_DELTA:

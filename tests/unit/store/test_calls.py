@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import orjson
 import pytest
 
 from harnessrl.store import NotFound, RolloutClosed, Store, open_store
@@ -221,13 +222,25 @@ def test_growing_requests_round_trip(store: Store, new_rollout: Callable[..., st
         {"model": "other", "messages": [], "prompt": "p" * 400 + "more"},  # string extended
         {"model": "other", "messages": [], "prompt": "p" * 10},  # string shortened
         {"messages": None},
+        {"messages": [{"n": 1}, {"n": True}, [1]]},
+        {"messages": [{"n": 1.0}, {"n": 1}, [True], {"n": 2}]},  # equal in Python, not in JSON
     ]
-    prompts = [[1, 2], [1, 2, 3, 4], [1, 2, 3, 9], [7], [7, 8, 8], [7, 8], [7, 8, 5]]
+    prompts = [
+        [1, 2],
+        [1, 2, 3, 4],
+        [1, 2, 3, 9],
+        [7],
+        [7, 8, 8],
+        [7, 8],
+        [7, 8, 5],
+        [7, 8, 5, 6],
+        [7, 8, 5, 6, 7, 8],
+    ]
     sent = [make_call(rid, p, [p[-1] + 1], request=r) for p, r in zip(prompts, requests, strict=True)]
     store.record_calls(sent[:3])
     store.record_calls(sent[3:])
-    assert [c.request for c in store.get_calls(rid)] == requests
-    assert [store.get_call(rid, i).request for i in range(len(requests))] == requests
+    for got in (store.get_calls(rid), [store.get_call(rid, i) for i in range(len(requests))]):
+        assert [orjson.dumps(c.request) for c in got] == [orjson.dumps(r) for r in requests]
 
 
 # -- rewards ------------------------------------------------------------------------------------------------

@@ -349,21 +349,3 @@ def test_cancelled_waiters_do_not_leak_slots(tmp_path: Path) -> None:
 
     result = asyncio.run(with_w2_cancelled())
     assert result.stdout == "ran\n" and runner.active() == []
-
-
-def test_official_clients_pick_up_the_rollout_endpoints(tmp_path: Path) -> None:
-    """An unmodified harness configures openai/anthropic from the environment alone."""
-    pytest.importorskip("openai")
-    pytest.importorskip("anthropic")
-    code = """
-    import anthropic, openai
-    o, a = openai.OpenAI(), anthropic.Anthropic()
-    print(o.base_url, o.api_key)
-    print(a.base_url, a.api_key)
-    """
-    runner, config = make(tmp_path, script(tmp_path, "clients.py", code), timeout_s=60)
-    result = asyncio.run(runner.run(spec_for(config, "c9")))
-    assert result.status is RolloutStatus.SUCCEEDED, result.stderr
-    openai_line, anthropic_line = result.stdout.splitlines()
-    assert openai_line == f"{GW}/r/c9/v1/ key-c9"
-    assert anthropic_line == f"{GW}/r/c9/ key-c9"  # no /v1: the client adds /v1/messages itself

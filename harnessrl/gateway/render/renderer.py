@@ -29,13 +29,11 @@ from harnessrl.gateway.render.messages import (
     normalize_message,
     roll,
 )
-from harnessrl.gateway.render.templates import resolve_chat_template
+from harnessrl.gateway.render.text import ChatTemplate
 from harnessrl.gateway.render.toolcalls import make_tool_parser
 from harnessrl.types import ApiKind, Call, CallStatus, Fidelity
 
 logger = logging.getLogger(__name__)
-
-_SENTINEL = "\u2063HARNESSRL_SENTINEL\u2063"
 
 
 @dataclass(slots=True)
@@ -57,18 +55,12 @@ class TemplateRenderer:
     def __init__(self, tokenizer: Any, config: RenderConfig | None = None) -> None:
         config = config or RenderConfig()
         self.tokenizer = tokenizer
-        self.template_name, self.template = resolve_chat_template(tokenizer, config.chat_template)
+        self.chat = ChatTemplate(tokenizer, config.chat_template)
+        self.template_name, self.template = self.chat.name, self.chat.template
+        self.end_of_turn_text, self.stop_token_ids = self.chat.end_of_turn_text, self.chat.stop_token_ids
+        self.render_text, self.encode = self.chat.render_text, self.chat.encode
         self.tool_parser_name, self._parser = make_tool_parser(config.tool_parser, self.template)
         self._max_attempts = config.max_prefix_attempts
-        self._template_kwargs: dict[str, Any] = {}
-        self._compiled = self._compile_fast_path()
-        self.end_of_turn_text = self._derive_end_of_turn()
-        self.end_of_turn_ids = self.encode(self.end_of_turn_text)
-        stops = {tokenizer.eos_token_id} if tokenizer.eos_token_id is not None else set()
-        special = set(getattr(tokenizer, "all_special_ids", []))
-        if self.end_of_turn_ids and self.end_of_turn_ids[0] in special:
-            stops.add(self.end_of_turn_ids[0])
-        self.stop_token_ids = sorted(stops)
         self._histories: dict[str, RolloutHistory] = {}
         self._lock = threading.Lock()
         logger.info(
@@ -81,74 +73,6 @@ class TemplateRenderer:
         from transformers import AutoTokenizer
 
         return cls(AutoTokenizer.from_pretrained(str(path), **kwargs), config)
-
-    # -- template and tokenizer ------------------------------------------------------------------------
-    def _compile_fast_path(self) -> Any:
-        """The compiled template, rendered directly: ``apply_chat_template`` spends about a third of its time
-        re-normalizing messages we already normalized. Used only if it renders a probe identically."""
-        try:
-            from transformers.utils.chat_template_utils import _compile_jinja_template
-
-            compiled = _compile_jinja_template(self.template)
-        except Exception:  # a private helper: if it moves, the public path still works
-            return None
-        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                 {"role": "assistant", "content": "a", "tool_calls": [
-                     {"id": "c", "type": "function", "function": {"name": "f", "arguments": {"x": 1}}}]},
-                 {"role": "tool", "tool_call_id": "c", "content": "r"}]
-        tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
-        kwargs = dict(self.tokenizer.special_tokens_map)
-        try:
-            for gen in (False, True):
-                fast = compiled.render(messages=probe, tools=tools, documents=None, add_generation_prompt=gen, **kwargs)
-                slow = self.tokenizer.apply_chat_template(probe, tools=tools, chat_template=self.template,
-                                                          tokenize=False, add_generation_prompt=gen)
-                if fast != slow:
-                    return None
-        except Exception:
-            return None
-        self._template_kwargs = kwargs
-        return compiled
-
-    def render_text(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *, generation: bool,
-        continue_final: bool = False,
-    ) -> str:
-        if self._compiled is not None and not continue_final:
-            try:
-                return self._compiled.render(messages=messages, tools=tools, documents=None,
-                                             add_generation_prompt=generation, **self._template_kwargs)
-            except Exception as exc:
-                raise RenderError(
-                    f"the chat template ({self.template_name}) could not render this conversation: {exc}"
-                ) from exc
-        try:
-            text = self.tokenizer.apply_chat_template(
-                messages, tools=tools, chat_template=self.template, tokenize=False,
-                add_generation_prompt=generation and not continue_final, continue_final_message=continue_final,
-            )
-        except Exception as exc:  # jinja errors, template-raised exceptions, bad continue_final_message
-            raise RenderError(f"the chat template ({self.template_name}) could not render this conversation: {exc}") from exc
-        return text if isinstance(text, str) else text[0]
-
-    def encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False)) if text else []
-
-    def _derive_end_of_turn(self) -> str:
-        """The text the template puts after an assistant message's content (``<|im_end|>\\n`` for ChatML)."""
-        messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _SENTINEL}]
-        text = self.render_text(messages, None, generation=False)
-        at = text.rfind(_SENTINEL)
-        return text[at + len(_SENTINEL):] if at >= 0 else ""
-
-    def _end_of_turn_for(self, completion: list[int]) -> list[int]:
-        """The end-of-turn tokens to append after ``completion``: those the engine did not sample already
-        (it may or may not include the stop token it stopped on)."""
-        eot = self.end_of_turn_ids
-        for j in range(min(len(eot), len(completion)), 0, -1):
-            if completion[-j:] == eot[:j]:
-                return eot[j:]
-        return list(eot)
 
     # -- ChatRenderer ----------------------------------------------------------------------------------
     def render(self, rollout_id: str, body: dict[str, Any]) -> RenderedPrompt:
@@ -218,7 +142,7 @@ class TemplateRenderer:
         appended = len(entry.end_of_turn)
         fidelity = Fidelity.EXACT if not suffix and not appended else Fidelity.EXTENDED
         reason = None
-        if appended == len(self.end_of_turn_ids) and appended:
+        if appended == len(self.chat.end_of_turn_ids) and appended:
             # Not even the end-of-turn token was sampled (stopped by length or a stop string): say so.
             reason = f"call {entry.label}'s turn was closed with {appended} end-of-turn token(s) it did not sample"
         return RenderedPrompt(
@@ -278,7 +202,7 @@ class TemplateRenderer:
         return ChainEntry(
             label=label, conversation_digest=roll(base, key), n_messages=n, tools_key=conv.tools_key,
             parent=parent, parent_len=parent_len, own=token_array(prompt[parent_len:]),
-            completion=token_array(completion), end_of_turn=token_array(self._end_of_turn_for(completion)),
+            completion=token_array(completion), end_of_turn=token_array(self.chat.end_of_turn_for(completion)),
         )
 
     def load(self, rollout_id: str, calls: list[Call]) -> None:

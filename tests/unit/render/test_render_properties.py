@@ -85,7 +85,7 @@ def _renderer(tokenizer) -> TemplateRenderer:
 @given(script=st.lists(turns(), min_size=1, max_size=4), system=st.booleans(), tools=st.booleans())
 def test_fast_template_path_renders_like_apply_chat_template(smollm2_tokenizer, script, system, tools):
     renderer = _renderer(smollm2_tokenizer)
-    assert renderer._compiled is not None  # the fast path is in use for the SmolLM2 template
+    assert renderer.chat.compiled is not None  # the fast path is in use for the SmolLM2 template
     messages = ([{"role": "system", "content": "sys"}] if system else []) + [{"role": "user", "content": "go"}]
     for i, (kind, completion_text, follow_up) in enumerate(script):
         if kind == "text":

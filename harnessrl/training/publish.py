@@ -10,6 +10,7 @@ swap; the trainer records the version and checkpoint path in the store.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -27,16 +28,42 @@ class Publisher(Protocol):
 
 @runtime_checkable
 class WeightReceiver(Protocol):
-    """What an in-process engine offers (the embedded engine): take new weights, serve them as ``version``."""
+    """What an in-process engine offers (``harnessrl.engines.embedded.EmbeddedEngine.update_weights``).
 
-    def update_weights(self, model: torch.nn.Module, version: int) -> Any: ...
+    It loads a full/partial state dict or a peft adapter state dict between requests and serves the
+    result as ``version``.
+    """
+
+    def update_weights(
+        self,
+        state_dict: Mapping[str, torch.Tensor] | None = None,
+        *,
+        lora: Any = None,
+        lora_config: Any = None,
+        version: int | None = None,
+    ) -> int: ...
+
+
+def trainable_update(model: torch.nn.Module) -> dict[str, Any]:
+    """Keyword arguments for ``WeightReceiver.update_weights`` carrying the trainer's current weights.
+
+    LoRA: the adapter state dict (peft names, a few MB) and its config. Full fine-tuning: every parameter
+    under the base model's own names. Tensors are cloned, so later optimizer steps never leak into what
+    the engine serves (the engine keeps its own model; sharing would let a half-applied step be sampled).
+    """
+    if hasattr(model, "peft_config") and hasattr(model, "get_base_model"):
+        from peft import get_peft_model_state_dict
+
+        adapter = {k: v.detach().clone() for k, v in get_peft_model_state_dict(model).items()}
+        return {"lora": adapter, "lora_config": model.peft_config["default"]}
+    return {"state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()}}
 
 
 class InProcessPublisher:
-    """Hands the updated module to an engine living in this process.
+    """Hands the updated weights to an engine living in this process (the embedded engine).
 
-    The engine decides whether it shares the module (no copy) or copies its state; either way requests
-    served after ``update_weights`` returns carry the new policy version.
+    Optionally also writes them to a folder (``folder``) so the stored policy version has a checkpoint
+    path that another engine, or a restarted run, can load.
     """
 
     def __init__(self, engine: WeightReceiver, folder: FolderPublisher | None = None) -> None:
@@ -45,7 +72,7 @@ class InProcessPublisher:
 
     def publish(self, model: torch.nn.Module, version: int) -> str | None:
         path = self.folder.publish(model, version) if self.folder is not None else None
-        self.engine.update_weights(model, version=version)
+        self.engine.update_weights(**trainable_update(model), version=version)
         return path
 
 

@@ -143,7 +143,9 @@ class Trainer:
             sums["tokens"] += mb.num_tokens
             sums["padded_tokens"] += int(mb.input_ids.numel())
         t2 = time.perf_counter()
-        grad_norm = self._optimizer_step()
+        # Nothing trainable (e.g. every group had zero variance): no update, but the step still counts so
+        # step numbers stay aligned with the controller's.
+        grad_norm = self._optimizer_step() if sums["trained_tokens"] else 0.0
         t3 = time.perf_counter()
         self.step_count += 1
         metrics = self._metrics(tb, samples, sums, len(mbs), grad_norm)
@@ -204,6 +206,7 @@ class Trainer:
             "samples/rollouts": len(rollouts),
             "samples/per_rollout": len(samples) / max(len(rollouts), 1),
             "micro_batches": n_mb,
+            "skipped": int(sums["trained_tokens"] == 0),
         }
         m.update({f"count/{k}": v for k, v in sorted(tb.counts.items())})
         return m

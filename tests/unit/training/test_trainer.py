@@ -123,8 +123,9 @@ def test_metrics_publish_and_policy_versions(tmp_path):
         def __init__(self):
             self.calls = []
 
-        def update_weights(self, model, version):
-            self.calls.append((model, version))
+        def update_weights(self, state_dict=None, *, lora=None, lora_config=None, version=None):
+            self.calls.append((state_dict, sorted(lora), lora_config.r, version))
+            return version
 
     class Versions:
         def __init__(self):
@@ -141,7 +142,9 @@ def test_metrics_publish_and_policy_versions(tmp_path):
     metrics = trainer.step(batch)
     assert metrics["reward/mean"] == 0.5 and metrics["count/fidelity.exact"] == 6
     assert trainer.publish() == 1
-    assert engine.calls == [(trainer.model, 1)]
+    ((state, adapter_keys, rank, version_sent),) = engine.calls
+    assert state is None and rank == 4 and version_sent == 1
+    assert adapter_keys and all("lora_" in k for k in adapter_keys)
     (version, path, run_id, meta) = store.rows[0]
     assert (version, run_id, meta) == (1, "run1", {"step": 1})
     assert (tmp_path / "weights" / "v000001" / "adapter_model.safetensors").is_file() and path.endswith("v000001")
@@ -149,3 +152,11 @@ def test_metrics_publish_and_policy_versions(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["step"] == 1 and "time/forward_backward_s" in rows[0] and "entropy" in rows[0]
     assert any((tmp_path / "run" / "tb").iterdir())
+
+
+def test_empty_batch_is_a_counted_no_op():
+    trainer = Trainer(tiny_llama(), _cfg())
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    m = trainer.step(TrainBatch(samples=[], counts={"groups.zero_variance": 2}))
+    assert m["skipped"] == 1 and m["count/groups.zero_variance"] == 2 and trainer.step_count == 1
+    assert all(torch.equal(p, before[n]) for n, p in trainer.model.named_parameters())

@@ -65,9 +65,14 @@ class Trainer:
         model = model.to(self.device, torch.float32)
         if config.lora is not None:
             model = self._wrap_lora(model)
-        if config.gradient_checkpointing and hasattr(model, "gradient_checkpointing_enable"):
-            model.gradient_checkpointing_enable()
         model.eval()  # dropout off: trainer logprobs must match the engine's sampling distribution
+        if config.gradient_checkpointing:
+            # transformers only checkpoints in train mode; zero every dropout instead of relying on eval()
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.train()
+            for module in model.modules():
+                if isinstance(module, torch.nn.Dropout):
+                    module.p = 0.0
         self.model = model
         self.ref_model: torch.nn.Module | None = None
         if config.kl_coef > 0 and config.lora is None:
@@ -209,6 +214,8 @@ class Trainer:
             "skipped": int(sums["trained_tokens"] == 0),
         }
         m.update({f"count/{k}": v for k, v in sorted(tb.counts.items())})
+        for fidelity, n in Counter(s.fidelity.value for s in samples).items():
+            m[f"samples/{fidelity}"] = n
         return m
 
     # -- publishing and checkpoints -----------------------------------------------------------------

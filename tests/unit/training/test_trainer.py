@@ -78,13 +78,16 @@ def test_lora_update_changes_only_adapter_weights():
     assert any("lora_A" in n for n in changed) and any("lora_B" in n for n in changed)
 
 
-def test_packed_and_padded_steps_agree():
+def test_packed_padded_and_checkpointed_steps_agree():
     model = tiny_llama()
     batch = _batch(model)
     a = Trainer(tiny_llama(), _cfg(packing="packed")).step(batch)
     b = Trainer(tiny_llama(), _cfg(packing="padded")).step(batch)
-    assert a["loss"] == pytest.approx(b["loss"], abs=1e-5)
+    c = Trainer(tiny_llama(), _cfg(gradient_checkpointing=True)).step(batch)
+    assert a["loss"] == pytest.approx(b["loss"], abs=1e-5) and a["loss"] == pytest.approx(c["loss"], abs=1e-5)
     assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4)
+    assert a["grad_norm"] == pytest.approx(c["grad_norm"], rel=1e-4)
+    assert a["samples/exact"] == len(batch)
     assert a["tokens/padding"] == 0 and b["tokens/padding"] > 0
 
 

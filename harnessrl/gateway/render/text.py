@@ -7,10 +7,13 @@ tokens stop generation.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from harnessrl.gateway.render.base import RenderError
 from harnessrl.gateway.render.templates import resolve_chat_template
+
+logger = logging.getLogger(__name__)
 
 _SENTINEL = "\u2063HARNESSRL_SENTINEL\u2063"
 
@@ -83,7 +86,11 @@ class ChatTemplate:
     def _derive_end_of_turn(self) -> str:
         """The text the template puts after an assistant message's content (``<|im_end|>\\n`` for ChatML)."""
         messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _SENTINEL}]
-        text = self.render_text(messages, None, generation=False)
+        try:
+            text = self.render_text(messages, None, generation=False)
+        except RenderError:  # a template with stricter rules (e.g. a required system turn): no glue known
+            logger.warning("chat template %s: cannot derive its end-of-turn text; appending none", self.name)
+            return ""
         at = text.rfind(_SENTINEL)
         return text[at + len(_SENTINEL):] if at >= 0 else ""
 

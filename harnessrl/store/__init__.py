@@ -1,6 +1,7 @@
 """The durable record: ``open_store("sqlite:///path")`` or ``open_store("postgresql://...")``."""
 
 from harnessrl.store.base import (
+    AlreadyExists,
     IllegalTransition,
     NewCall,
     NotFound,
@@ -9,18 +10,30 @@ from harnessrl.store.base import (
     StoreError,
 )
 
-__all__ = ["IllegalTransition", "NewCall", "NotFound", "RolloutClosed", "Store", "StoreError", "open_store"]
+__all__ = [
+    "AlreadyExists",
+    "IllegalTransition",
+    "NewCall",
+    "NotFound",
+    "RolloutClosed",
+    "Store",
+    "StoreError",
+    "open_store",
+]
 
 
 def open_store(url: str) -> Store:
-    """Open the store named by a URL (``sqlite:///path/to.db``, ``sqlite:///:memory:``, ``postgresql://``)."""
+    """Open the store a URL names.
+
+    ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:`` (SQLAlchemy's
+    convention; ``?synchronous=FULL`` is accepted) or ``postgresql://user@host/db``.
+    """
     if url.startswith("sqlite://"):
         from harnessrl.store.sqlite import SqliteStore
 
-        # SQLAlchemy convention: sqlite:///relative.db, sqlite:////absolute.db, sqlite:///:memory:
-        return SqliteStore(url.removeprefix("sqlite://").removeprefix("/") or ":memory:")
+        return SqliteStore.from_url(url)
     if url.startswith(("postgresql://", "postgres://")):
-        from harnessrl.store.postgres import PostgresStore  # type: ignore[import-not-found]
+        import importlib
 
-        return PostgresStore(url)
+        return importlib.import_module("harnessrl.store.postgres").PostgresStore(url)  # type: ignore[no-any-return]
     raise ValueError(f"unsupported store URL {url!r}: use sqlite:///path/to.db or postgresql://user@host/db")

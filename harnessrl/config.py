@@ -1,0 +1,132 @@
+"""The one TOML config file of a run, validated by pydantic.
+
+Each part owns its section model (``harnessrl/<part>/config.py``); this module only composes them and
+adds the run-level sections (``[run]``, ``[tasks]``, ``[store]``). Every key has a default that works on
+a laptop, so an empty file is a valid (if useless) config; the only thing a real run must say is which
+harness to launch (``[runner] command``) and which tasks to give it (``[tasks] train``).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from harnessrl.engines.config import EngineConfig
+from harnessrl.gateway.config import GatewayConfig
+from harnessrl.rewards.config import RewardConfig
+from harnessrl.runners.config import RunnerConfig
+from harnessrl.training.config import TrainingConfig
+
+
+class ConfigError(ValueError):
+    """The config file is missing, not TOML, or fails validation (the message names the bad key)."""
+
+
+class RunConfig(BaseModel):
+    """How the controller drives training: steps, batch shape, evaluation, sync vs async."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("run", description="Human name of the run (shown in metrics and the dashboard).")
+    dir: str = Field("runs/default", description="Run directory: store, checkpoints, metrics, workspaces.")
+    steps: int = Field(10, ge=0, description="Training steps (each ends in one policy update).")
+    tasks_per_step: int = Field(8, ge=1, description="Distinct train tasks per step.")
+    attempts_per_task: int = Field(4, ge=1, description="Rollouts per task per step: the GRPO group size `n`.")
+    eval_every: int = Field(0, ge=0, description="Evaluate on held-out tasks every K steps (0: start and end only).")
+    eval_at_start: bool = Field(True, description="Evaluate the untrained policy before step 1.")
+    eval_tasks: int | None = Field(None, ge=1, description="Cap on held-out tasks per evaluation (None: all).")
+    eval_temperature: float | None = Field(
+        0.0, ge=0.0, description="Temperature pinned for evaluation calls (0 = greedy); None keeps the harness's."
+    )
+    train_temperature: float | None = Field(
+        1.0, ge=0.0, description="Temperature pinned for training calls (None keeps the harness's own)."
+    )
+    mode: Literal["sync", "async"] = Field(
+        "sync", description="sync: generate then train; async: the next step's rollouts run during training."
+    )
+    max_staleness: int = Field(
+        1, ge=0, description="async: most policy versions a trained rollout may lag behind the trainer."
+    )
+    max_retries: int = Field(
+        2, ge=0, description="Re-queues of an attempt that failed for infrastructure reasons, per step."
+    )
+    seed: int = Field(0, description="Seed for task selection (the trainer has its own in [training]).")
+
+
+class TasksConfig(BaseModel):
+    """Where tasks come from: JSONL files (one object per line with `id` and `input`) or a HF dataset."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    train: str | None = Field(None, description="JSONL of training tasks (relative to the config file).")
+    eval: str | None = Field(None, description="JSONL of held-out tasks, never trained on.")
+    dataset: str | None = Field(None, description="A `datasets` dataset name or path instead of JSONL.")
+    dataset_train_split: str = Field("train", description="Split of `dataset` used for training.")
+    dataset_eval_split: str | None = Field("test", description="Split of `dataset` held out.")
+    id_field: str = Field("id", description="Field holding a task's id.")
+    input_field: str | None = Field(
+        "input", description="Field holding the task input object; None: the whole record minus the id."
+    )
+
+
+class StoreConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    url: str | None = Field(None, description="Store URL; default: sqlite:///<run dir>/store.db.")
+
+
+class HarnessConfig(BaseModel):
+    """The whole config file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run: RunConfig = Field(default_factory=RunConfig)
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    gateway: GatewayConfig = Field(default_factory=lambda: GatewayConfig(port=0, render_mode="gateway"))
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    training: TrainingConfig = Field(default_factory=TrainingConfig)
+    runner: RunnerConfig = Field(default_factory=RunnerConfig)
+    rewards: RewardConfig = Field(default_factory=RewardConfig)
+    #: Folder of the config file: relative paths in it resolve from here.
+    base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+
+    def resolve(self, path: str | None) -> Path | None:
+        """A path from the config, made absolute relative to the config file's folder."""
+        if path is None:
+            return None
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+    @property
+    def run_dir(self) -> Path:
+        resolved = self.resolve(self.run.dir)
+        assert resolved is not None
+        return resolved
+
+    @property
+    def store_url(self) -> str:
+        return self.store.url or f"sqlite:///{self.run_dir / 'store.db'}"
+
+
+def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> HarnessConfig:
+    """Read and validate a TOML config; ``overrides`` are merged per section (CLI flags)."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    for section, values in (overrides or {}).items():
+        data.setdefault(section, {}).update(values)
+    data.setdefault("gateway", {}).setdefault("port", 0)
+    data["gateway"].setdefault("render_mode", "gateway")
+    try:
+        return HarnessConfig.model_validate({**data, "base_dir": path.parent.resolve()})
+    except ValidationError as exc:
+        raise ConfigError(f"invalid config {path}:\n{exc}") from None

@@ -35,7 +35,7 @@ def sampling_params(body: dict[str, Any], *, chat: bool) -> SamplingParams:
             temperature=1.0 if temperature is None else float(temperature),
             top_p=1.0 if top_p is None else float(top_p),
             top_k=int(body.get("top_k") or 0),
-            n=int(body.get("n") or 1),
+            n=1 if body.get("n") is None else int(body["n"]),
             seed=None if body.get("seed") is None else int(body["seed"]),
             stop=[str(s) for s in stop if s],
             stop_token_ids=[int(t) for t in body.get("stop_token_ids") or []],

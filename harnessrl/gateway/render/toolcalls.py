@@ -48,21 +48,33 @@ class HermesToolCallParser:
     def parse(self, text: str) -> ParsedCompletion:
         if "<tool_call>" not in text:
             return ParsedCompletion(content=text)
-        calls = []
+        calls: list[ParsedToolCall] = []
         for match in self._block.finditer(text):
-            call = self._parse_block(match.group(1))
-            if call is None:
+            block = self._parse_block(match.group(1))
+            if block is None:
                 return ParsedCompletion(content=text)
-            calls.append(call)
+            calls.extend(block)
         content = self._block.sub("", text).strip()
         return ParsedCompletion(content=content or None, tool_calls=calls)
 
-    @staticmethod
-    def _parse_block(raw: str) -> ParsedToolCall | None:
+    @classmethod
+    def _parse_block(cls, raw: str) -> list[ParsedToolCall] | None:
+        """One call object, or a JSON list of them (SmolLM2-1.7B's own format)."""
         try:
             obj = json.loads(raw)
         except ValueError:
             return None
+        objs = obj if isinstance(obj, list) and obj else [obj]
+        calls = []
+        for item in objs:
+            call = cls._call(item)
+            if call is None:
+                return None
+            calls.append(call)
+        return calls
+
+    @staticmethod
+    def _call(obj: object) -> ParsedToolCall | None:
         if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not obj["name"]:
             return None
         arguments = obj.get("arguments", obj.get("parameters", {}))

@@ -23,6 +23,8 @@ IM_END = 2
         ('<tool_call>\n{"name": "f", "arguments": {"x": [1, 2]}}', None, [("f", {"x": [1, 2]})]),  # unclosed
         ('<tool_call>{"name": "f", "parameters": {"y": "z"}}</tool_call>', None, [("f", {"y": "z"})]),
         ('<tool_call>{"name": "f", "arguments": "{\\"q\\": 2}"}</tool_call>', None, [("f", {"q": 2})]),
+        ('<tool_call>[{"name": "f", "arguments": {"a": 1}}, {"name": "g", "arguments": {}}]</tool_call>', None,
+         [("f", {"a": 1}), ("g", {})]),  # a list of calls in one block
     ],
 )
 def test_hermes_parser_reads_tool_calls(text, content, calls):
@@ -38,6 +40,8 @@ def test_hermes_parser_reads_tool_calls(text, content, calls):
         '<tool_call>{"name": "f", "arguments": {"x": </tool_call>',  # broken JSON
         '<tool_call>{"arguments": {}}</tool_call>',  # no name
         '<tool_call>["f"]</tool_call>',
+        '<tool_call>[]</tool_call>',
+        '<tool_call>[{"name": "f", "arguments": {}}, 3]</tool_call>',
         'ok <tool_call>{"name": "f", "arguments": {}}</tool_call> <tool_call>nope</tool_call>',  # one bad block
         "<tool_call>",
     ],

@@ -55,7 +55,8 @@ class Gateway:
         self.pool = EnginePool(config.engines, model=config.engine_model,
                                health_interval_s=config.health_interval_s,
                                affinity_slack=config.affinity_slack, timeout_s=config.limits.upstream_timeout_s)
-        self.recorder = Recorder(store, Redactor(config.redact_patterns), config.record_batch_max)
+        self.recorder = Recorder(store, Redactor(config.redact_patterns), config.record_batch_max,
+                                 inline=config.record_inline)
         self.registry = RolloutRegistry(store)
         self.proxy = Proxy(config, self.pool, self.recorder, self.registry, self.gate)
         if renderer is None and config.render_mode == "gateway":

@@ -89,4 +89,8 @@ class GatewayConfig(BaseModel):
         description="A rollout stays on its engine (prefix cache) unless that engine has this many more "
         "outstanding requests than the least loaded one.",
     )
+    record_inline: bool = Field(
+        False,
+        description="Commit on the event loop (batched per loop iteration) instead of a writer thread.",
+    )
     record_batch_max: int = Field(256, ge=1, description="Most calls committed in one store transaction.")

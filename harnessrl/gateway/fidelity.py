@@ -7,6 +7,7 @@ calls only when that holds; recording the verdict per call makes template drift 
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
 from harnessrl.types import Fidelity
@@ -24,26 +25,29 @@ def classify_prompt(
         return Fidelity.RERENDERED, "first call of the rollout"
     prompt = list(prompt)
     n = len(prompt)
-    best_diverge = -1
     for seq in reversed(earlier):
         seq = seq if isinstance(seq, list) else list(seq)
         m = len(seq)
         if m <= n and prompt[:m] == seq:
-            if m == n:
-                return Fidelity.EXACT, None
-            return Fidelity.EXTENDED, None
-        best_diverge = max(best_diverge, _first_difference(prompt, seq))
-    return Fidelity.RERENDERED, f"no earlier prompt+completion is a prefix (first difference at token {best_diverge})"
+            return (Fidelity.EXACT, None) if m == n else (Fidelity.EXTENDED, None)
+    # Where the most recent candidate diverges says most about what the harness changed.
+    at = _first_difference(prompt, list(earlier[-1]))
+    return Fidelity.RERENDERED, f"no earlier prompt+completion is a prefix (the latest differs at token {at})"
 
 
 def _first_difference(a: list[int], b: list[int]) -> int:
     """Index of the first position where ``a`` and ``b`` differ (the shorter length if one is a prefix)."""
     n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    try:  # binary search over packed bytes: memcmp speed instead of a Python loop
+        va, vb = array("q", a[:n]).tobytes(), array("q", b[:n]).tobytes()
+    except OverflowError:
+        return next(i for i in range(n) if a[i] != b[i])
     lo, hi = 0, n
-    # Binary search on slice equality: C-speed comparisons instead of a Python loop over 30k tokens.
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
+        if va[: 8 * mid] == vb[: 8 * mid]:
             lo = mid
         else:
             hi = mid - 1

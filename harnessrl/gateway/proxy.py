@@ -12,7 +12,6 @@ import logging
 import time
 from typing import Any
 
-import aiohttp
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -34,6 +33,7 @@ from harnessrl.gateway.pool import CONNECT_ERRORS, RETRY_STATUSES, STREAM_ERRORS
 from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.rollouts import RolloutRegistry, RolloutState
 from harnessrl.gateway.stream import DONE, StreamAccumulator, sse_data
+from harnessrl.gateway.upstream import UpstreamResponse
 from harnessrl.store.base import NewCall, RolloutClosed
 from harnessrl.types import ApiKind, CallStatus, ChoiceTokens
 
@@ -138,7 +138,7 @@ class Proxy:
 
     # -- engine selection with failover ------------------------------------------------------------------
     async def open(self, rid: str, api: ApiKind, plan: dialect.Plan,
-                   exclude: set[Engine] | None = None) -> tuple[Engine, aiohttp.ClientResponse]:
+                   exclude: set[Engine] | None = None) -> tuple[Engine, UpstreamResponse]:
         """Send the request to an engine, failing over while nothing has reached the harness.
 
         Returns the engine (its ``outstanding`` count taken) and a 200 response; raises otherwise.
@@ -237,7 +237,7 @@ class _Relay:
     """
 
     def __init__(self, proxy: Proxy, state: RolloutState, api: ApiKind, body: dict, plan: dialect.Plan,
-                 engine: Engine, resp: aiohttp.ClientResponse, version: int, t0: float) -> None:
+                 engine: Engine, resp: UpstreamResponse, version: int, t0: float) -> None:
         self.p, self.state, self.api, self.body, self.plan = proxy, state, api, body, plan
         self.engine, self.resp, self.version, self.t0 = engine, resp, version, t0
         self.model = body.get("model") or proxy.config.model_name

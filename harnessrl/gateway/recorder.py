@@ -28,7 +28,9 @@ class RecorderClosed(RuntimeError):
 
 
 class Recorder:
-    def __init__(self, store: Store, redactor: Redactor, batch_max: int = 256) -> None:
+    def __init__(self, store: Store, redactor: Redactor, batch_max: int = 256, inline: bool = False) -> None:
+        self._inline = inline
+        self._pending: list[_Item] = []
         self._store = store
         self._redact = redactor
         self._batch_max = batch_max
@@ -39,7 +41,8 @@ class Recorder:
         self.recorded = 0
 
     def start(self) -> None:
-        self._thread.start()
+        if not self._inline:
+            self._thread.start()
 
     async def record(self, call: NewCall) -> int:
         """Commit ``call`` durably and return its index in the rollout (raises the store's error)."""
@@ -47,20 +50,39 @@ class Recorder:
             raise RecorderClosed("the gateway is shutting down")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
+        if self._inline:
+            if not self._pending:
+                loop.call_soon(self._flush_inline)
+            self._pending.append((call, loop, fut))
+            return await asyncio.shield(fut)
         self._queue.put((call, loop, fut))
         # shield: a client that disconnects must not cancel the bookkeeping of its call
         return await asyncio.shield(fut)
 
     def record_nowait(self, call: NewCall) -> None:
         """Queue ``call`` without waiting (used when the client is already gone)."""
-        if not self._closed:
+        if self._closed:
+            return
+        if self._inline:
+            if not self._pending:
+                asyncio.get_running_loop().call_soon(self._flush_inline)
+            self._pending.append((call, None, None))
+        else:
             self._queue.put((call, None, None))
+
+    def _flush_inline(self) -> None:
+        batch, self._pending = self._pending, []
+        self._commit(batch, resolve_now=True)
 
     def stop(self) -> None:
         """Commit everything queued, then stop the writer thread."""
         if self._closed:
             return
         self._closed = True
+        if self._inline:
+            if self._pending:
+                self._flush_inline()
+            return
         self._queue.put(None)
         self._thread.join(timeout=30)
 
@@ -85,7 +107,7 @@ class Recorder:
             if stop:
                 return
 
-    def _commit(self, batch: list[_Item]) -> None:
+    def _commit(self, batch: list[_Item], resolve_now: bool = False) -> None:
         calls = [self._redacted(c) for c, _, _ in batch]
         outcomes: list[Any]
         try:
@@ -107,6 +129,9 @@ class Recorder:
             if loop is not None and fut is not None:
                 by_loop[loop].append((fut, outcome))
         for loop, results in by_loop.items():
+            if resolve_now:
+                _resolve_all(results)
+                continue
             try:
                 loop.call_soon_threadsafe(_resolve_all, results)
             except RuntimeError:  # loop closed during shutdown

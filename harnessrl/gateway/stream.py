@@ -9,28 +9,28 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
-
 from harnessrl.gateway.dialect import choice_logprobs
+from harnessrl.gateway.upstream import UpstreamResponse
 from harnessrl.types import ApiKind, ChoiceTokens
 
 DONE = "[DONE]"
 
 
-async def sse_data(resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+async def sse_data(resp: UpstreamResponse) -> AsyncIterator[bytes]:
     """The ``data:`` payloads of an SSE stream (multi-line data joined; comments and other fields skipped)."""
-    parts: list[bytes] = []
-    async for raw in resp.content:
-        line = raw.rstrip(b"\r\n")
-        if not line:
-            if parts:
-                yield b"\n".join(parts)
-                parts = []
-            continue
-        if line.startswith(b"data:"):
-            parts.append(line[5:].lstrip(b" "))
-    if parts:
-        yield b"\n".join(parts)
+    buf = b""
+    async for chunk in resp.iter_chunks():
+        buf += chunk
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        while True:
+            end = buf.find(b"\n\n")
+            if end < 0:
+                break
+            event, buf = buf[:end], buf[end + 2:]
+            data = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
+            if data:
+                yield data[0] if len(data) == 1 else b"\n".join(data)
 
 
 class _Choice:

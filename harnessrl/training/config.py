@@ -113,6 +113,12 @@ class TrainingConfig(BaseModel):
         "(transformers builds a block-diagonal mask; flash-attention uses varlen); padded: "
         "length-bucketed padding for models that do not support packed position ids.",
     )
+    attention: Literal["auto", "varlen", "model"] = Field(
+        "auto",
+        description="Packed attention. auto: keep flash-attention when the model uses it (varlen kernels), "
+        "else per-sample sdpa (harnessrl_varlen); varlen: always per-sample sdpa; model: leave the model's "
+        "attention alone (sdpa then computes a dense block-diagonal mask: correct but wasteful).",
+    )
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto", description="auto: fp32 on CPU, bf16 autocast (fp32 master weights) on GPU."
     )

@@ -14,6 +14,7 @@ import inspect
 
 import torch
 
+from harnessrl.training.attention import FLASH, VARLEN, varlen_kwargs
 from harnessrl.training.batching import MicroBatch
 
 
@@ -48,6 +49,9 @@ def token_logprobs(
     )
     if keep:
         kwargs["logits_to_keep"] = cols
+    impl = getattr(getattr(_base(model), "config", None), "_attn_implementation", None)
+    if mb.attention_mask is None and mb.input_ids.shape[0] == 1 and (impl == VARLEN or impl in FLASH):
+        kwargs.update(varlen_kwargs(kwargs["position_ids"]))  # type: ignore[arg-type]
     ctx = (
         torch.autocast(device_type=device.type, dtype=autocast_dtype)
         if autocast_dtype is not None

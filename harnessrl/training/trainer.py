@@ -23,6 +23,7 @@ import torch
 
 from harnessrl.store.base import Store
 from harnessrl.training import checkpoint as ckpt
+from harnessrl.training.attention import FLASH, register_varlen_attention
 from harnessrl.training.batch import TrainBatch
 from harnessrl.training.batching import make_micro_batches
 from harnessrl.training.config import TrainingConfig
@@ -63,6 +64,7 @@ class Trainer:
         bf16 = config.dtype == "bfloat16" or (config.dtype == "auto" and self.device.type == "cuda")
         self.autocast_dtype = torch.bfloat16 if bf16 else None
         model = model.to(self.device, torch.float32)
+        self._choose_attention(model)
         if config.lora is not None:
             model = self._wrap_lora(model)
         model.eval()  # dropout off: trainer logprobs must match the engine's sampling distribution
@@ -89,6 +91,17 @@ class Trainer:
         self.pad_token_id = pad_token_id
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.metrics = MetricsWriter(self.run_dir) if self.run_dir is not None else None
+
+    def _choose_attention(self, model: torch.nn.Module) -> None:
+        cfg = self.config
+        impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
+        if cfg.packing != "packed" or cfg.attention == "model" or (cfg.attention == "auto" and impl in FLASH):
+            return
+        try:
+            model.set_attn_implementation(register_varlen_attention())  # type: ignore[operator]
+        except Exception as exc:  # a model outside the AttentionInterface keeps its own (dense-mask) path
+            logger.warning("varlen attention unavailable for %s (%s); packed attention uses a dense mask",
+                           type(model).__name__, exc)
 
     def _wrap_lora(self, model: torch.nn.Module) -> torch.nn.Module:
         from peft import LoraConfig, get_peft_model

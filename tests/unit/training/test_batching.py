@@ -67,3 +67,20 @@ def test_micro_batches_respect_budget_and_cover_every_sample():
     padded = make_micro_batches(samples, token_weights(samples, "rollout"), 64, "padded")
     for mb in padded:
         assert mb.input_ids.numel() <= 64 or mb.input_ids.shape[0] == 1
+
+
+def test_varlen_attention_equals_unpacked_and_runs_per_sample(tiny_model, monkeypatch):
+    from harnessrl.training import attention
+
+    tiny_model.eval()
+    samples = _samples(9)
+    alone = _logprobs(tiny_model, samples, budget=1, mode="packed")
+    tiny_model.set_attn_implementation(attention.register_varlen_attention())
+    calls = []
+    real = attention.F.scaled_dot_product_attention
+    monkeypatch.setattr(attention.F, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    packed = _logprobs(tiny_model, samples, budget=120, mode="packed")
+    assert max(abs(alone[k] - packed[k]) for k in alone) < 1e-5
+    assert len(calls) == len(samples) * tiny_model.config.num_hidden_layers  # one causal sdpa per sample
+    padded = _logprobs(tiny_model, samples, budget=120, mode="padded")  # no cu_seq_lens: plain sdpa + mask
+    assert max(abs(alone[k] - padded[k]) for k in alone) < 1e-4

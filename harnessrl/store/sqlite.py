@@ -19,7 +19,6 @@ Rules the store enforces (the same in every driver):
 from __future__ import annotations
 
 import logging
-import math
 import sqlite3
 import threading
 import time
@@ -34,7 +33,6 @@ import orjson
 
 from harnessrl.store.base import (
     AlreadyExists,
-    IllegalTransition,
     NewCall,
     NotFound,
     RolloutClosed,
@@ -50,9 +48,11 @@ from harnessrl.store.rows import (
     encode_call,
     replay,
 )
+from harnessrl.store.rules import ROLLOUT_COLUMNS as _ROLLOUT_COLUMNS
+from harnessrl.store.rules import check_reward_value, check_transition, check_transition_args
+from harnessrl.store.rules import rollout_from_row as _rollout
 from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl
 from harnessrl.types import (
-    ROLLOUT_TRANSITIONS,
     Call,
     FailureKind,
     PolicyVersion,
@@ -68,40 +68,13 @@ log = logging.getLogger(__name__)
 
 Synchronous = Literal["NORMAL", "FULL"]
 
-_ROLLOUT_COLUMNS = (
-    "id, run_id, task_id, group_id, input, status, policy_version, step, failure_kind, error, exit_code, "
-    "logs, runner_handle, created_at, started_at, finished_at, metadata"
-)
 _CALLS = ", ".join(CALL_COLUMNS)
 _INSERT_CALL = f"INSERT INTO calls ({_CALLS}) VALUES ({', '.join('?' * len(CALL_COLUMNS))})"
 _SEQ_COLUMNS = ", ".join(SEQ_COLUMNS)
-_NEEDS_FAILURE_KIND = frozenset({RolloutStatus.FAILED, RolloutStatus.TIMED_OUT})
 
 
 def _dumps(obj: Any) -> str:
     return orjson.dumps(obj).decode()
-
-
-def _rollout(row: sqlite3.Row) -> Rollout:
-    return Rollout(
-        id=row["id"],
-        run_id=row["run_id"],
-        task_id=row["task_id"],
-        group_id=row["group_id"],
-        input=orjson.loads(row["input"]),
-        status=RolloutStatus(row["status"]),
-        policy_version=row["policy_version"],
-        step=row["step"],
-        failure_kind=None if row["failure_kind"] is None else FailureKind(row["failure_kind"]),
-        error=row["error"],
-        exit_code=row["exit_code"],
-        logs=row["logs"],
-        runner_handle=row["runner_handle"],
-        created_at=row["created_at"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-        metadata=orjson.loads(row["metadata"]),
-    )
 
 
 class SqliteStore(Store):
@@ -319,20 +292,12 @@ class SqliteStore(Store):
         logs: str | None = None,
         runner_handle: str | None = None,
     ) -> Rollout:
-        status = RolloutStatus(status)
-        if failure_kind is None and status in _NEEDS_FAILURE_KIND:
-            raise ValueError(f"moving to {status} needs failure_kind='agent' or 'infra'")
-        if failure_kind is not None and status not in (*_NEEDS_FAILURE_KIND, RolloutStatus.CANCELLED):
-            raise ValueError(f"failure_kind does not apply to status {status}")
+        status = check_transition_args(status, failure_kind)
         now = time.time()
         with self._write() as conn:
             sql = "SELECT status FROM rollouts WHERE id = ?"
             current = RolloutStatus(self._one(conn, sql, (rollout_id,), f"rollout {rollout_id!r}")[0])
-            if status not in ROLLOUT_TRANSITIONS[current]:
-                allowed = ", ".join(sorted(ROLLOUT_TRANSITIONS[current])) or "nothing (terminal)"
-                raise IllegalTransition(
-                    f"rollout {rollout_id!r} cannot move {current} -> {status}; from {current}: {allowed}"
-                )
+            check_transition(rollout_id, current, status)
             conn.execute(
                 "UPDATE rollouts SET status = ?, failure_kind = COALESCE(?, failure_kind), "
                 "error = COALESCE(?, error), exit_code = COALESCE(?, exit_code), logs = COALESCE(?, logs), "
@@ -454,9 +419,7 @@ class SqliteStore(Store):
     def add_reward(
         self, rollout_id: str, value: float, name: str = "reward", call_index: int | None = None
     ) -> Reward:
-        value = float(value)
-        if not math.isfinite(value):
-            raise ValueError(f"reward {name!r} must be a finite number, got {value}")
+        value = check_reward_value(name, value)
         reward = Reward(rollout_id, value, name, call_index, time.time())
         with self._write() as conn:
             sql = "SELECT status FROM rollouts WHERE id = ?"

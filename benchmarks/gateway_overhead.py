@@ -45,6 +45,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def cpu_s(pid: int) -> float:
+    """User+system CPU seconds of a process (robust to other load on a shared machine, unlike latency)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_kb(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -128,7 +134,9 @@ def ensure_agl_venv() -> Path | None:
 
 
 AGL_LAUNCHER = """
-import sys, uvicorn
+import logging, sys, structlog, uvicorn
+# At its best: its default structlog config prints a debug line per proxied call; keep INFO and up.
+structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.INFO))
 from agentlightning.server.app import create_app
 cfg = {"host": "127.0.0.1", "port": int(sys.argv[1]), "key": "", "default_proxy": {
     "model_name": "bench-model", "include_log_probs": True, "include_routed_experts": False,
@@ -143,7 +151,7 @@ def start_agl(engine: str, workers: int) -> tuple[subprocess.Popen, Target] | No
     if py is None:
         return None
     port = free_port()
-    proc = subprocess.Popen([str(py), "-c", AGL_LAUNCHER, str(port)], cwd=BENCH)
+    proc = subprocess.Popen([str(py), "-c", AGL_LAUNCHER, str(port)], cwd=BENCH, stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     wait_http(f"{base}/healthz", proc)
     post_json(f"{base}/api/models", [{"model": "bench-model", "endpoint": engine}])
@@ -182,14 +190,17 @@ def pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def measure(target: Target, n1: int, n32: int) -> dict:
+def measure(target: Target, n1: int, n32: int, engine_pid: int) -> dict:
     out: dict = {"name": target.name}
-    asyncio.run(run_load(target, 4, 100))  # warm-up: connections, caches, JIT-free but import-lazy paths
-    out["rss_before_kb"] = rss_kb(target.pid) if target.pid else None
+    asyncio.run(run_load(target, 4, 100))  # warm-up: connections, caches, lazily imported paths
+    pid = target.pid or engine_pid
+    out["rss_before_kb"] = rss_kb(pid)
     for conc, n in ((1, n1), (32, n32)):
+        c0 = cpu_s(pid)
         lat, wall = asyncio.run(run_load(target, conc, n))
-        out[conc] = {"p50": statistics.median(lat) * 1e3, "p99": pct(lat, 0.99) * 1e3, "rps": len(lat) / wall, "n": n}
-    out["rss_after_kb"] = rss_kb(target.pid) if target.pid else None
+        out[conc] = {"p50": statistics.median(lat) * 1e3, "p99": pct(lat, 0.99) * 1e3, "rps": len(lat) / wall,
+                     "n": n, "cpu_ms": (cpu_s(pid) - c0) * 1e3 / n}
+    out["rss_after_kb"] = rss_kb(pid)
     out["calls"] = 100 + n1 + n32
     return out
 
@@ -216,10 +227,11 @@ def main() -> None:
     engine_proc, engine = start_engine()
     results = []
     try:
-        results.append(measure(Target("direct", [(f"{engine}/chat/completions", {})]), args.n1, args.n32))
+        results.append(measure(Target("direct", [(f"{engine}/chat/completions", {})]), args.n1, args.n32,
+                               engine_proc.pid))
         proc, target, db = start_harnessrl(engine, 32)
         try:
-            results.append(measure(target, args.n1, args.n32))
+            results.append(measure(target, args.n1, args.n32, engine_proc.pid))
         finally:
             stop(proc)
         sys.path.insert(0, str(ROOT))
@@ -235,7 +247,7 @@ def main() -> None:
             if started:
                 proc, target = started
                 try:
-                    results.append(measure(target, args.n1, args.n32))
+                    results.append(measure(target, args.n1, args.n32, engine_proc.pid))
                 finally:
                     stop(proc)
     finally:
@@ -245,14 +257,17 @@ def main() -> None:
 
 def report(results: list[dict]) -> None:
     direct = results[0]
-    print(f"\n{'target':16s} {'conc':>4s} {'p50 ms':>8s} {'p99 ms':>8s} {'req/s':>8s} {'added p50 ms':>13s}")
+    print(f"\n{'target':16s} {'conc':>4s} {'p50 ms':>8s} {'p99 ms':>8s} {'req/s':>8s} {'added p50 ms':>13s} "
+          f"{'CPU ms/call':>12s}")
     for r in results:
         for conc in (1, 32):
             m = r[conc]
             added = m["p50"] - direct[conc]["p50"]
             print(f"{r['name']:16s} {conc:4d} {m['p50']:8.2f} {m['p99']:8.2f} {m['rps']:8.1f} "
-                  f"{added if r is not direct else 0:13.2f}")
+                  f"{added if r is not direct else 0:13.2f} {m['cpu_ms']:12.3f}")
+    print("(CPU ms/call: the gateway process's own CPU per call; for 'direct', the engine's)")
     print()
+    print(f"load average during the run: {os.getloadavg()[0]:.1f} (on a shared machine latency varies)")
     for r in results[1:]:
         grow = (r["rss_after_kb"] - r["rss_before_kb"]) * 1024 / max(1, r["calls"] - 100)
         rec = f", recorded {r['recorded']}/{r['calls']} calls durably" if "recorded" in r else ", nothing persisted"
@@ -264,7 +279,8 @@ def report(results: list[dict]) -> None:
         d1 = direct[1]["p50"]
         print(f"added median latency at c=1: harnessrl {h[1]['p50'] - d1:.2f} ms vs Agent Lightning "
               f"{a[1]['p50'] - d1:.2f} ms (target <= 1.5 ms)")
-        print(f"throughput at c=32: harnessrl/Agent Lightning = {h[32]['rps'] / a[32]['rps']:.2f}x (target >= 3x)")
+        print(f"throughput at c=32: harnessrl/Agent Lightning = {h[32]['rps'] / a[32]['rps']:.2f}x (target >= 3x); "
+              f"gateway CPU per call: {a[32]['cpu_ms'] / h[32]['cpu_ms']:.2f}x less")
 
 
 if __name__ == "__main__":

@@ -93,6 +93,7 @@ class Gateway:
             Route("/r/{rollout}/reward", self._reward, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/healthz", self._healthz, methods=["GET"]),
+            Route("/metrics", self._metrics, methods=["GET"]),
             Route("/admin/rollouts", r(admin.create_rollout), methods=["POST"]),
             Route("/admin/rollouts", r(admin.list_rollouts), methods=["GET"]),
             Route("/admin/rollouts/{rollout}", r(admin.get_rollout), methods=["GET"]),
@@ -153,6 +154,25 @@ class Gateway:
         healthy = any(e.healthy for e in self.pool.engines)
         return json_response({"ok": healthy, "paused": self.gate.paused,
                               "policy_version": self.gate.policy_version}, 200 if healthy else 503)
+
+
+    async def _metrics(self, request: Request) -> Response:
+        """Prometheus text format: enough to watch a run (calls, commits, queueing, engines)."""
+        gate, rec = self.gate, self.recorder
+        lines = [
+            f"harnessrl_calls_recorded_total {rec.recorded}",
+            f"harnessrl_store_commits_total {rec.batches}",
+            f"harnessrl_requests_in_flight {gate.in_flight}",
+            f"harnessrl_requests_waiting_on_pause {gate.waiting}",
+            f"harnessrl_paused {int(gate.paused)}",
+            f"harnessrl_policy_version {gate.policy_version}",
+        ]
+        for e in self.pool.engines:
+            label = f'{{engine="{e.id}"}}'
+            lines += [f"harnessrl_engine_healthy{label} {int(e.healthy)}",
+                      f"harnessrl_engine_outstanding{label} {e.outstanding}",
+                      f"harnessrl_engine_served_total{label} {e.served}"]
+        return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
 
 
 class GatewayServer:

@@ -137,3 +137,11 @@ def test_redaction_of_stored_secrets(gw):
     (call,) = gw.store.get_calls(r.id)
     assert secret not in str(call.request) and "[REDACTED]" in call.request["messages"][0]["content"]
     assert secret in bytes(t for t in call.prompt_token_ids if t < 256).decode()  # tokens stay exact
+
+
+def test_health_and_metrics(gw):
+    r = gw.rollout()
+    assert post(gw, r.id, key=r.api_key, json=CHAT).status_code == 200
+    assert httpx.get(f"{gw.url}/healthz").json()["ok"] is True
+    text = httpx.get(f"{gw.url}/metrics").text
+    assert "harnessrl_calls_recorded_total 1" in text and 'harnessrl_engine_healthy{engine="engine-0"} 1' in text

@@ -126,3 +126,33 @@ def test_engine_4xx_passes_through_recorded(gw):
         chat(r)
     (call,) = gw.store.get_calls(r.id)
     assert call.status == CallStatus.ERROR and call.engine_id is None
+
+
+def test_engine_restart_on_same_port_reconnects(make_gateway):
+    first = EngineServer(FakeEngine()).start()
+    port = first.port
+    gw = make_gateway(engines=[first])
+    r = gw.rollout()
+    chat(r)
+    first.stop()
+    second = EngineServer(FakeEngine(policy_version=3), port=port).start()
+    try:
+        deadline = time.monotonic() + 5
+        while not gw.admin.get("/admin/status").json()["engines"][0]["healthy"]:
+            assert time.monotonic() < deadline, "the health check did not revive the restarted engine"
+            time.sleep(0.05)
+        assert chat(r).choices[0].message.content  # a fresh connection, not the dead keep-alive one
+        assert gw.store.get_calls(r.id)[-1].policy_version == 3
+    finally:
+        second.stop()
+
+
+def test_pinned_sampling_overrides_and_is_recorded(make_gateway):
+    gw = make_gateway(pinned_sampling={"temperature": 1.0, "top_p": 1.0})
+    r = gw.rollout()
+    chat(r, temperature=0.2, top_p=0.5, seed=7, stop=["\n"])
+    sent = gw.engine.requests[-1]
+    assert (sent["temperature"], sent["top_p"]) == (1.0, 1.0)
+    sampling = gw.store.get_calls(r.id)[0].sampling
+    assert sampling["temperature"] == 1.0 and sampling["top_p"] == 1.0
+    assert sampling["seed"] == 7 and sampling["stop"] == ["\n"] and sampling["n"] == 1

@@ -293,11 +293,13 @@ class _Relay:
                 await self.p.recorder.record(call)
             finally:
                 await self._send_error(send, err)
-        except asyncio.CancelledError:
-            if not recorded:
-                call = self.p._call(self.state, self.api, self.body, self.plan, acc.prompt(),
-                                    acc.choices(), self.version, self.engine, self.t0,
-                                    CallStatus.CANCELLED, "client went away")
+        except (asyncio.CancelledError, Exception) as exc:
+            if not recorded:  # keep what was sampled, even when the response could not be finished
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                call = self.p._call(self.state, self.api, self.body, self.plan, acc.prompt(), acc.choices(),
+                                    self.version, self.engine, self.t0,
+                                    CallStatus.CANCELLED if cancelled else CallStatus.ERROR,
+                                    "client went away" if cancelled else f"gateway error: {exc!r}")
                 self.p.recorder.record_nowait(call)
             raise
         finally:

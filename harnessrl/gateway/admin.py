@@ -94,7 +94,8 @@ class AdminApi:
         self.gw.registry.add(RolloutState(id=rollout.id, key_hash=hash_key(key)))
         base = self.gw.public_url(request)
         out = rollout_json(rollout)
-        out.update(rollout_id=rollout.id, api_key=key, base_url=f"{base}/r/{rollout.id}/v1")
+        out.update(rollout_id=rollout.id, api_key=key, base_url=f"{base}/r/{rollout.id}/v1",
+                   anthropic_base_url=f"{base}/r/{rollout.id}")
         return json_response(out, 201)
 
     async def list_rollouts(self, request: Request) -> Response:

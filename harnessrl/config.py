@@ -126,7 +126,22 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ha
         data.setdefault(section, {}).update(values)
     data.setdefault("gateway", {}).setdefault("port", 0)
     data["gateway"].setdefault("render_mode", "gateway")
+    base = path.parent.resolve()
+    for section, key in (("runner", "command"), ("rewards", "verifier")):
+        argv = data.get(section, {}).get(key)
+        if isinstance(argv, list):
+            data[section][key] = _absolute_files(argv, base)
     try:
-        return HarnessConfig.model_validate({**data, "base_dir": path.parent.resolve()})
+        return HarnessConfig.model_validate({**data, "base_dir": base})
     except ValidationError as exc:
         raise ConfigError(f"invalid config {path}:\n{exc}") from None
+
+
+def _absolute_files(argv: list[Any], base: Path) -> list[Any]:
+    """Arguments naming files next to the config become absolute: attempts run in their own folders."""
+    out = []
+    for arg in argv:
+        candidate = base / str(arg)
+        is_file = isinstance(arg, str) and not Path(arg).is_absolute() and candidate.is_file()
+        out.append(str(candidate) if is_file else arg)
+    return out

@@ -1,0 +1,80 @@
+"""A small research agent, written the way a harness author would write it.
+
+It knows nothing about harnessrl: it reads the standard OPENAI_BASE_URL / OPENAI_API_KEY variables,
+offers the model a `search` tool over a small knowledge base, runs the search (from the tool call, or
+from the model's plain text when it answers without calling the tool), and asks for the final answer.
+The answer goes to answer.txt, where the task's verifier reads it.
+"""
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+from openai import OpenAI
+
+HERE = Path(__file__).resolve().parent
+KB = json.loads((HERE / "kb.json").read_text())
+TOOLS = [{
+    "type": "function",
+    "function": {
+        "name": "search",
+        "description": "Search the atlas for facts about a country.",
+        "parameters": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": "what to look up, e.g. a country name"}},
+            "required": ["query"],
+        },
+    },
+}]
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower()))
+
+
+FACT_WORDS = [_words(fact) for fact in KB]
+DF = {w: sum(w in ws for ws in FACT_WORDS) for ws in FACT_WORDS for w in ws}
+
+
+def search(query: str, k: int = 2) -> str:
+    """The k facts that best match the query, rare words counting most (tf-idf without the tf)."""
+    q = _words(query)
+    scores = [sum(1.0 / DF[w] for w in q & ws) for ws in FACT_WORDS]
+    best = sorted(range(len(KB)), key=lambda i: -scores[i])[:k]
+    return "\n".join(KB[i] for i in best if scores[i] > 0) or "No results."
+
+
+def main() -> int:
+    question = os.environ.get("HARNESSRL_TASK_QUESTION") or sys.argv[1]
+    client = OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY from the environment
+    messages = [
+        {"role": "system", "content": "You answer questions about countries. Use the search tool to look up facts."},
+        {"role": "user", "content": f"{question} Reply with only the name."},
+    ]
+    first = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS, max_tokens=32)
+    msg = first.choices[0].message
+    if msg.tool_calls:
+        call = msg.tool_calls[0]
+        try:
+            query = str(json.loads(call.function.arguments).get("query", ""))
+        except (json.JSONDecodeError, AttributeError):
+            query = call.function.arguments or ""
+        messages.append({"role": "assistant", "content": msg.content or "",
+                         "tool_calls": [tc.model_dump() for tc in msg.tool_calls[:1]]})
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": search(query)})
+    else:
+        # Small models often answer in prose instead of calling the tool: search with what they wrote.
+        messages.append({"role": "assistant", "content": msg.content or ""})
+        messages.append({"role": "user", "content": "Search results:\n" + search(f"{question} {msg.content}")
+                         + "\nReply with only the name."})
+    final = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS, max_tokens=16)
+    answer = (final.choices[0].message.content or "").strip()
+    Path("answer.txt").write_text(answer)
+    print(answer)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""The training loop: pick tasks, launch `n` attempts each, gather rewards, train on whole groups, publish.
+
+Everything the controller decides is written to the store first, so a controller killed at any point
+resumes from it with ``harnessrl train`` on the same run directory:
+
+- a step is *trained* once its checkpoint exists (``checkpoints/step_N``; policy version N = N steps);
+- a step's rollouts are found by ``(run, step)``; finished ones are reused, never re-run;
+- rollouts left ``queued``/``running`` by the dead controller are closed ``failed``/``infra`` and their
+  attempt re-queued, so a group always has ``n`` scored attempts (infra failures are never trained).
+
+Task choice per step is a pure function of ``(seed, step)`` so the resumed step picks the same tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import shutil
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from harnessrl.config import HarnessConfig
+from harnessrl.rewards import close_rollout, score_attempt
+from harnessrl.runners import Runner, make_attempt_spec, make_runner
+from harnessrl.stack import Stack
+from harnessrl.store import AlreadyExists, Store, StoreError
+from harnessrl.tasks import LoadedTask
+from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalResult:
+    policy_version: int
+    mean_reward: float
+    tasks: int
+    rewards: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class StepReport:
+    step: int
+    rollouts: int
+    failed: int
+    infra: int
+    reward_mean: float
+    seconds: dict[str, float]
+    metrics: dict[str, Any]
+
+
+class AdminClient:
+    """The gateway's admin API, over HTTP (the gateway may be another process or machine)."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url = url.rstrip("/")
+        self._client = httpx.AsyncClient(base_url=self.url, headers={"Authorization": f"Bearer {token}"},
+                                         timeout=60.0)
+
+    async def create_rollout(self, **body: Any) -> dict[str, Any]:
+        r = await self._client.post("/admin/rollouts", json=body)
+        if r.status_code != 201:
+            raise StoreError(f"gateway refused to create a rollout ({r.status_code}): {r.text[:300]}")
+        out: dict[str, Any] = r.json()
+        return out
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def rollout_reward(store: Store, rollout_id: str) -> float | None:
+    """The rollout's final reward (``final`` written by scoring), or None when it has none."""
+    finals = [r.value for r in store.get_rewards(rollout_id) if r.name == "final"]
+    return finals[-1] if finals else None
+
+
+class Controller:
+    def __init__(self, config: HarnessConfig, stack: Stack, run_id: str,
+                 tasks: dict[TaskSplit, list[LoadedTask]]) -> None:
+        self.config = config
+        self.stack = stack
+        self.store = stack.store
+        self.run_id = run_id
+        self.tasks = tasks
+        self.runner: Runner | None = None
+        self.admin: AdminClient | None = None
+        self.events = config.run_dir / "events.jsonl"
+
+    # -- plumbing -------------------------------------------------------------------------------------
+    async def __aenter__(self) -> Controller:
+        self.runner = make_runner(self.config.runner, self.config.run_dir / self.config.runner.workdir_root)
+        self.admin = AdminClient(self.stack.gateway_url, self.stack.admin_token)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.runner is not None:
+            await self.runner.aclose()
+        if self.admin is not None:
+            await self.admin.close()
+
+    def _event(self, kind: str, **data: Any) -> None:
+        with self.events.open("a") as f:
+            f.write(json.dumps({"event": kind, "time": time.time(), **data}) + "\n")
+
+    # -- one attempt ----------------------------------------------------------------------------------
+    async def attempt(self, lt: LoadedTask, *, group_id: str, step: int | None, split: TaskSplit,
+                      sampling: dict[str, Any] | None) -> Rollout:
+        """Create a rollout, run the harness, score it, close it. Never raises for harness behaviour."""
+        assert self.runner is not None and self.admin is not None
+        metadata: dict[str, Any] = {"split": split.value}
+        if sampling:
+            metadata["sampling"] = sampling
+        created = await self.admin.create_rollout(
+            task_id=lt.task.id, input=lt.task.input, group_id=group_id, run_id=self.run_id, step=step,
+            metadata=metadata)
+        rid = created["rollout_id"]
+        try:
+            spec = make_attempt_spec(
+                self.config.runner, rollout_id=rid, task_id=lt.task.id, task_input=lt.task.input,
+                gateway_url=self.stack.gateway_url, api_key=created["api_key"], assets=lt.assets,
+                protected=tuple(self.config.rewards.protected), model=self.config.gateway.model_name)
+
+            def on_start(handle: str) -> None:
+                self.store.transition_rollout(rid, RolloutStatus.RUNNING, runner_handle=handle)
+
+            result = await self.runner.run(spec, on_start=on_start)
+            outcome = await score_attempt(spec, result, self.store, self.config.rewards)
+            rollout = await asyncio.to_thread(close_rollout, self.store, result, outcome)
+            await self.runner.release(result)
+            return rollout
+        except Exception as exc:  # a bug or infra problem: never let one attempt sink the step
+            log.exception("attempt %s failed in the controller", rid)
+            return self._fail_infra(rid, f"controller error: {type(exc).__name__}: {exc}")
+
+    def _fail_infra(self, rid: str, reason: str) -> Rollout:
+        rollout = self.store.get_rollout(rid)
+        if rollout.status.terminal:
+            return rollout
+        return self.store.transition_rollout(rid, RolloutStatus.FAILED, failure_kind=FailureKind.INFRA,
+                                             error=reason)
+
+    # -- a step's rollouts ----------------------------------------------------------------------------
+    def step_tasks(self, step: int) -> list[LoadedTask]:
+        """The train tasks of ``step`` (1-based): epochs of a seeded shuffle, so resume picks the same."""
+        pool = self.tasks[TaskSplit.TRAIN]
+        k = self.config.run.tasks_per_step
+        start = (step - 1) * k
+        chosen: list[LoadedTask] = []
+        while len(chosen) < k:
+            epoch, offset = divmod(start + len(chosen), len(pool))
+            order = list(range(len(pool)))
+            random.Random(self.config.run.seed * 1_000_003 + epoch).shuffle(order)
+            chosen.append(pool[order[offset]])
+        return chosen
+
+    async def collect_step(self, step: int) -> list[Rollout]:
+        """Run (or finish, after a restart) the attempts of ``step``; returns its scored rollouts."""
+        run = self.config.run
+        existing = [r for r in self._rollouts_of(step) if r.metadata.get("split") == TaskSplit.TRAIN.value]
+        for r in existing:  # left behind by a controller that died: the harness is gone
+            if not r.status.terminal:
+                self._fail_infra(r.id, "controller restarted while this attempt was in flight")
+        sampling = {"temperature": run.train_temperature} if run.train_temperature is not None else None
+
+        async def group(lt: LoadedTask) -> list[Rollout]:
+            gid = f"{self.run_id}:step{step}:{lt.task.id}"
+            done = [self.store.get_rollout(r.id) for r in existing if r.group_id == gid]
+            good = [r for r in done if r.failure_kind != FailureKind.INFRA and r.status != RolloutStatus.CANCELLED]
+            retries = len(done) - len(good)
+            while len(good) < run.attempts_per_task:
+                need = run.attempts_per_task - len(good)
+                new = await asyncio.gather(*(self.attempt(lt, group_id=gid, step=step, split=TaskSplit.TRAIN,
+                                                          sampling=sampling) for _ in range(need)))
+                good += [r for r in new if r.failure_kind != FailureKind.INFRA]
+                retries += sum(r.failure_kind == FailureKind.INFRA for r in new)
+                if len(good) < run.attempts_per_task and retries > run.max_retries * run.attempts_per_task:
+                    log.warning("group %s: %d infra failures, giving up on it this step", gid, retries)
+                    break
+            return good
+
+        groups = await asyncio.gather(*(group(lt) for lt in self.step_tasks(step)))
+        return [r for g in groups for r in g]
+
+    def _rollouts_of(self, step: int) -> list[Rollout]:
+        out: list[Rollout] = []
+        while True:
+            page = self.store.list_rollouts(run_id=self.run_id, step=step, limit=500, offset=len(out))
+            out += page
+            if len(page) < 500:
+                return out
+
+    # -- evaluation -----------------------------------------------------------------------------------
+    async def evaluate(self, policy_version: int) -> EvalResult:
+        """Run every held-out task once (no training on them); mean of their final rewards."""
+        tasks = self.tasks[TaskSplit.EVAL][: self.config.run.eval_tasks]
+        if not tasks:
+            return EvalResult(policy_version, float("nan"), 0)
+        temp = self.config.run.eval_temperature
+        sampling = {"temperature": temp} if temp is not None else None
+        rollouts = await asyncio.gather(*(
+            self.attempt(lt, group_id=f"{self.run_id}:eval:v{policy_version}:{lt.task.id}", step=None,
+                         split=TaskSplit.EVAL, sampling=sampling) for lt in tasks))
+        rewards = {r.task_id: rollout_reward(self.store, r.id) for r in rollouts
+                   if r.failure_kind != FailureKind.INFRA}
+        scored = {k: v for k, v in rewards.items() if v is not None}
+        mean = statistics.fmean(scored.values()) if scored else float("nan")
+        result = EvalResult(policy_version, mean, len(scored), scored)
+        self._event("eval", policy_version=policy_version, mean_reward=mean, tasks=len(scored),
+                    infra_failures=len(tasks) - len(rewards))
+        return result
+
+    # -- training -------------------------------------------------------------------------------------
+    async def train_step(self, step: int) -> StepReport:
+        from harnessrl.training import batch_from_store
+
+        trainer = self.stack.trainer
+        t0 = time.perf_counter()
+        rollouts = await self.collect_step(step)
+        t1 = time.perf_counter()
+        batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
+        metrics = await asyncio.to_thread(trainer.step, batch)
+        t2 = time.perf_counter()
+        version = await asyncio.to_thread(trainer.publish)  # the engine serves the new weights from here on
+        ckpt = await asyncio.to_thread(save_checkpoint_atomic, trainer, self.config.run_dir, step)
+        record_policy_version(self.store, version, ckpt, self.run_id, step)
+        t3 = time.perf_counter()
+        rewards = [v for v in (rollout_reward(self.store, r.id) for r in rollouts) if v is not None]
+        all_rollouts = self._rollouts_of(step)
+        report = StepReport(
+            step=step, rollouts=len(rollouts),
+            failed=sum(r.status != RolloutStatus.SUCCEEDED for r in rollouts),
+            infra=sum(r.failure_kind == FailureKind.INFRA for r in all_rollouts),
+            reward_mean=statistics.fmean(rewards) if rewards else float("nan"),
+            seconds={"rollouts": t1 - t0, "train": t2 - t1, "publish": t3 - t2}, metrics=metrics)
+        self._event("step", step=step, policy_version=version, rollouts=report.rollouts,
+                    failed=report.failed, infra=report.infra, reward_mean=report.reward_mean,
+                    seconds=report.seconds)
+        return report
+
+
+def save_checkpoint_atomic(trainer: Any, run_dir: Path, step: int) -> Path:
+    """Write ``checkpoints/step_N`` via a temporary folder and one rename: a step is trained iff it exists."""
+    final = run_dir / "checkpoints" / f"step_{step:06d}"
+    tmp = final.with_name(final.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    trainer.save_checkpoint(tmp)
+    tmp.rename(final)
+    return final
+
+
+def record_policy_version(store: Store, version: int, checkpoint: Path, run_id: str, step: int) -> None:
+    """Record a published version; idempotent, because a resumed run re-publishes its last checkpoint."""
+    try:
+        store.add_policy_version(version, str(checkpoint), run_id=run_id, metadata={"step": step})
+    except AlreadyExists:
+        pass
+
+
+def completed_steps(run_dir: Path) -> int:
+    """Steps whose checkpoint exists (the trained-step watermark used on resume)."""
+    from harnessrl.stack import latest_checkpoint
+
+    ckpt = latest_checkpoint(run_dir)
+    return int(ckpt.name.removeprefix("step_")) if ckpt is not None else 0
+
+
+def mean_or_nan(values: Sequence[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")

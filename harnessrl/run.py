@@ -1,0 +1,169 @@
+"""``harnessrl train`` and ``harnessrl collect``: open the run, start the stack, drive the controller.
+
+The run directory is the unit of resumption: ``run.json`` names the run in the store, ``checkpoints/``
+say which steps are trained, ``events.jsonl`` holds step and evaluation summaries, ``metrics.jsonl`` and
+``tb/`` the trainer's metrics. Running ``harnessrl train`` again on the same directory continues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from harnessrl.config import HarnessConfig
+from harnessrl.controller import Controller, EvalResult, completed_steps, record_policy_version
+from harnessrl.stack import Stack, latest_checkpoint
+from harnessrl.store import AlreadyExists, Store, open_store
+from harnessrl.tasks import load_tasks
+from harnessrl.types import TaskSplit
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainSummary:
+    run_id: str
+    steps: int
+    baseline: EvalResult | None
+    final: EvalResult | None
+
+    def held_out_line(self) -> str:
+        if self.baseline is None or self.final is None:
+            return "held-out reward: n/a (no held-out tasks)"
+        return (f"held-out reward: {self.baseline.mean_reward:.2f} -> {self.final.mean_reward:.2f} "
+                f"({self.final.tasks} tasks)")
+
+
+def open_run(config: HarnessConfig, store: Store) -> str:
+    """The run id of this run directory, creating the run on first use."""
+    run_dir = config.run_dir
+    marker = run_dir / "run.json"
+    if marker.is_file():
+        run_id = str(json.loads(marker.read_text())["run_id"])
+        store.get_run(run_id)  # NotFound if the store was swapped under the run directory
+        return run_id
+    run_id = f"{config.run.name}-{uuid.uuid4().hex[:8]}"
+    store.create_run(config.run.name, config.model_dump(mode="json"), run_id=run_id)
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"run_id": run_id}))
+    tmp.rename(marker)
+    return run_id
+
+
+def _baseline_from_events(run_dir: Path) -> EvalResult | None:
+    """The untrained policy's evaluation recorded by an earlier (killed) invocation, if any."""
+    events = run_dir / "events.jsonl"
+    if not events.is_file():
+        return None
+    for line in events.read_text().splitlines():
+        try:
+            e = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill
+        if e.get("event") == "eval" and e.get("policy_version") == 0:
+            return EvalResult(0, float(e["mean_reward"]), int(e["tasks"]))
+    return None
+
+
+def _fmt(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.3f}"
+
+
+async def train(config: HarnessConfig, console: Console | None = None) -> TrainSummary:
+    console = console or Console(stderr=True)
+    run_dir = config.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in (run_dir / "checkpoints").glob("*.tmp"):
+        shutil.rmtree(stale)  # a checkpoint cut short by a kill: that step is not trained
+    store = open_store(config.store_url)
+    try:
+        run_id = open_run(config, store)
+        tasks = load_tasks(config, run_id)
+        if not tasks[TaskSplit.TRAIN]:
+            raise ValueError("no training tasks: set [tasks] train = \"tasks.jsonl\" (or a dataset)")
+        store.upsert_tasks(run_id, [lt.task for split in tasks.values() for lt in split])
+        ckpt = latest_checkpoint(run_dir)
+        done = completed_steps(run_dir)
+        t0 = time.perf_counter()
+        console.print(f"[bold]harnessrl train[/] run {run_id} in {run_dir}: "
+                      f"{len(tasks[TaskSplit.TRAIN])} train / {len(tasks[TaskSplit.EVAL])} held-out tasks, "
+                      f"{'resuming after step ' + str(done) if done else 'starting'}")
+        stack = Stack.start(config, store, run_id=run_id, train=True, checkpoint=ckpt)
+        console.print(f"model ready in {time.perf_counter() - t0:.1f}s; gateway {stack.gateway_url}")
+        try:
+            if ckpt is not None:
+                record_policy_version(store, stack.trainer.policy_version, ckpt, run_id, done)
+            async with Controller(config, stack, run_id, tasks) as ctl:
+                baseline = _baseline_from_events(run_dir)
+                if baseline is None and done == 0 and config.run.eval_at_start and tasks[TaskSplit.EVAL]:
+                    t = time.perf_counter()
+                    baseline = await ctl.evaluate(0)
+                    console.print(f"eval v0: held-out reward {_fmt(baseline.mean_reward)} "
+                                  f"({baseline.tasks} tasks, {time.perf_counter() - t:.0f}s)")
+                for step in range(done + 1, config.run.steps + 1):
+                    rep = await ctl.train_step(step)
+                    m = rep.metrics
+                    console.print(
+                        f"step {step}/{config.run.steps}: reward {_fmt(rep.reward_mean)} | rollouts "
+                        f"{rep.rollouts} (failed {rep.failed}, infra {rep.infra}) | loss {m.get('loss', 0):.4f} "
+                        f"clip {m.get('clip_fraction', 0):.3f} kl {m.get('approx_kl', 0):.4f} | "
+                        + " ".join(f"{k} {v:.0f}s" for k, v in rep.seconds.items()))
+                    every = config.run.eval_every
+                    if every and step % every == 0 and step != config.run.steps:
+                        ev = await ctl.evaluate(stack.trainer.policy_version)
+                        console.print(f"eval v{ev.policy_version}: held-out reward {_fmt(ev.mean_reward)}")
+                final = None
+                if tasks[TaskSplit.EVAL]:
+                    final = await ctl.evaluate(stack.trainer.policy_version)
+            summary = TrainSummary(run_id, config.run.steps, baseline, final)
+            console.print(f"done in {time.perf_counter() - t0:.0f}s")
+            return summary
+        finally:
+            stack.close()
+    finally:
+        store.close()
+
+
+async def collect(config: HarnessConfig, checkpoint: Path | None, split: TaskSplit = TaskSplit.EVAL,
+                  console: Console | None = None) -> EvalResult:
+    """Run a split's tasks once with the given policy (no training) and return the mean reward."""
+    console = console or Console(stderr=True)
+    run_dir = config.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    store = open_store(config.store_url)
+    try:
+        run_id = f"collect-{uuid.uuid4().hex[:8]}"
+        try:
+            store.create_run(f"collect {split.value}", config.model_dump(mode="json"), run_id=run_id)
+        except AlreadyExists:  # pragma: no cover - uuid collision
+            raise
+        tasks = load_tasks(config, run_id)
+        store.upsert_tasks(run_id, [lt.task for s in tasks.values() for lt in s])
+        if split == TaskSplit.TRAIN:
+            tasks = {TaskSplit.EVAL: tasks[TaskSplit.TRAIN], TaskSplit.TRAIN: []}
+        stack = Stack.start(config, store, run_id=run_id, train=False, checkpoint=checkpoint)
+        try:
+            async with Controller(config, stack, run_id, tasks) as ctl:
+                version = stack.trainer.policy_version if stack.trainer is not None else 0
+                return await ctl.evaluate(version)
+        finally:
+            stack.close()
+    finally:
+        store.close()
+
+
+def run_train(config: HarnessConfig) -> TrainSummary:
+    return asyncio.run(train(config))
+
+
+def run_collect(config: HarnessConfig, checkpoint: Path | None, split: TaskSplit = TaskSplit.EVAL) -> EvalResult:
+    return asyncio.run(collect(config, checkpoint, split))

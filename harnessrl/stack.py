@@ -1,0 +1,115 @@
+"""The processes of one machine, wired together: engine, gateway, trainer over one store.
+
+``Stack.start`` is what ``harnessrl train`` and ``harnessrl collect`` stand on. With the embedded engine
+everything lives in this process: the engine serves HTTP on a loopback port, the gateway forwards to it,
+and the trainer publishes new weights straight into the engine (a few MB for a LoRA adapter). With
+engine URLs (vLLM and friends) the trainer publishes to a folder instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harnessrl.config import HarnessConfig
+from harnessrl.gateway import GatewayServer, serve_in_thread
+from harnessrl.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint folder of a run (``checkpoints/step_NNNNNN``), if any."""
+    root = run_dir / "checkpoints"
+    if not root.is_dir():
+        return None
+    done = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
+    return done[-1] if done else None
+
+
+@dataclass
+class Stack:
+    config: HarnessConfig
+    store: Store
+    gateway: GatewayServer
+    engine: Any = None  # EmbeddedEngine when in-process
+    engine_server: Any = None
+    trainer: Any = None
+    tokenizer: Any = None
+    _closed: bool = field(default=False, repr=False)
+
+    @property
+    def gateway_url(self) -> str:
+        return self.gateway.url
+
+    @property
+    def admin_token(self) -> str:
+        return self.gateway.gateway.admin_token
+
+    @classmethod
+    def start(
+        cls,
+        config: HarnessConfig,
+        store: Store,
+        *,
+        run_id: str | None,
+        train: bool,
+        checkpoint: Path | None = None,
+    ) -> Stack:
+        """Start the engine, the gateway and (when ``train``) the trainer; load ``checkpoint`` if given."""
+        engine = engine_server = trainer = tokenizer = None
+        engines = list(config.engine.urls)
+        if config.engine.kind == "embedded":
+            from harnessrl.engines.embedded import EmbeddedEngine, start_server
+            from harnessrl.models import load_model
+
+            model, tokenizer = load_model(config.engine.model, dtype=config.engine.dtype)
+            engine = EmbeddedEngine(model, tokenizer, config.engine)
+            engine_server = start_server(engine, owns_engine=True)
+            engines = [engine_server.base_url]
+        if not engines:
+            raise ValueError('[engine] lists no urls: set kind = "embedded" or urls = ["http://host:port/v1"]')
+        if train or checkpoint is not None:
+            trainer = _make_trainer(config, store, run_id, engine, tokenizer)
+            if checkpoint is not None:
+                trainer.load_checkpoint(checkpoint)
+                if engine is not None and trainer.policy_version > 0:
+                    from harnessrl.training.publish import trainable_update
+
+                    engine.update_weights(**trainable_update(trainer.model), version=trainer.policy_version)
+                log.info("loaded checkpoint %s (step %d, policy version %d)", checkpoint, trainer.step_count,
+                         trainer.policy_version)
+        gw_config = config.gateway.model_copy(update={"engines": engines})
+        if config.engine.kind == "embedded":
+            # The gateway renders with the served model's own tokenizer (token-exact mode).
+            gw_config.render = gw_config.render.model_copy(update={"tokenizer": config.engine.model})
+        gateway = serve_in_thread(store, engines, gw_config)
+        log.info("gateway at %s, engines %s", gateway.url, engines)
+        return cls(config, store, gateway, engine, engine_server, trainer, tokenizer)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.gateway.stop()
+        if self.engine_server is not None:
+            self.engine_server.close()
+        if self.trainer is not None:
+            self.trainer.close()
+
+
+def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engine: Any, tokenizer: Any) -> Any:
+    from harnessrl.models import load_model
+    from harnessrl.training import FolderPublisher, InProcessPublisher, Trainer
+
+    model, tok = load_model(config.engine.model, dtype="float32")
+    tokenizer = tokenizer or tok
+    run_dir = config.run_dir
+    folder = FolderPublisher(run_dir / "policies", tokenizer=tokenizer)
+    publisher: Any = InProcessPublisher(engine) if engine is not None else folder
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    # store=None: the controller records policy versions itself, after the checkpoint that makes them durable.
+    return Trainer(model, config.training, run_dir=run_dir, publisher=publisher, store=None, run_id=run_id,
+                   pad_token_id=int(pad))

@@ -1,0 +1,98 @@
+"""Loading tasks: JSONL files (or a Hugging Face dataset when `datasets` is installed) into ``Task``s.
+
+A JSONL line is ``{"id": "t1", "input": {...}}`` plus optional runner/verifier assets (``workspace``,
+``hidden_dir``, ``protected``, ...) that stay out of ``input`` so the harness never sees them; see
+``harnessrl.runners.TaskAssets``. Ids must be unique across both splits: a held-out task that is also a
+training task would make the evaluation meaningless.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harnessrl.config import HarnessConfig, TasksConfig
+from harnessrl.runners import TaskAssets
+from harnessrl.types import Task, TaskSplit
+
+
+class TaskLoadError(ValueError):
+    """A task file is missing or malformed; the message names the file and line."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedTask:
+    """A task plus what the runner and verifier need that the harness must not see."""
+
+    task: Task
+    assets: TaskAssets
+
+
+def _record_to_task(record: dict[str, Any], cfg: TasksConfig, run_id: str, split: TaskSplit, where: str) -> Task:
+    if cfg.id_field not in record:
+        raise TaskLoadError(f"{where}: task has no {cfg.id_field!r} field")
+    task_id = str(record[cfg.id_field])
+    if cfg.input_field is None:
+        task_input = {k: v for k, v in record.items() if k != cfg.id_field}
+    else:
+        task_input = record.get(cfg.input_field, {})
+    if not isinstance(task_input, dict):
+        raise TaskLoadError(f"{where}: {cfg.input_field!r} must be an object, got {type(task_input).__name__}")
+    return Task(run_id=run_id, id=task_id, input=task_input, split=split)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise TaskLoadError(f"task file not found: {path}")
+    records = []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskLoadError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise TaskLoadError(f"{path}:{lineno}: each line must be a JSON object")
+        records.append(record)
+    return records
+
+
+def _dataset_records(cfg: TasksConfig, split: str) -> list[dict[str, Any]]:
+    try:
+        import datasets  # type: ignore[import-not-found]
+    except ImportError:
+        raise TaskLoadError("[tasks] dataset needs the `datasets` package: pip install datasets") from None
+    assert cfg.dataset is not None
+    return [dict(r) for r in datasets.load_dataset(cfg.dataset, split=split)]
+
+
+def load_tasks(config: HarnessConfig, run_id: str) -> dict[TaskSplit, list[LoadedTask]]:
+    """Both splits of the configured task set; raises ``TaskLoadError`` with a precise message."""
+    cfg = config.tasks
+    sources: dict[TaskSplit, tuple[list[dict[str, Any]], Path | None]] = {}
+    if cfg.dataset:
+        sources[TaskSplit.TRAIN] = (_dataset_records(cfg, cfg.dataset_train_split), None)
+        if cfg.dataset_eval_split:
+            sources[TaskSplit.EVAL] = (_dataset_records(cfg, cfg.dataset_eval_split), None)
+    else:
+        for split, rel in ((TaskSplit.TRAIN, cfg.train), (TaskSplit.EVAL, cfg.eval)):
+            path = config.resolve(rel)
+            if path is not None:
+                sources[split] = (read_jsonl(path), path.parent)
+    out: dict[TaskSplit, list[LoadedTask]] = {TaskSplit.TRAIN: [], TaskSplit.EVAL: []}
+    seen: dict[str, TaskSplit] = {}
+    for split, (records, base) in sources.items():
+        for i, record in enumerate(records):
+            task = _record_to_task(record, cfg, run_id, split, f"{split.value} task #{i + 1}")
+            if task.id in seen:
+                raise TaskLoadError(f"task id {task.id!r} appears twice ({seen[task.id].value} and {split.value})")
+            seen[task.id] = split
+            try:
+                assets = TaskAssets.from_record(record, base or config.base_dir)
+            except ValueError as exc:
+                raise TaskLoadError(f"{split.value} task {task.id!r}: {exc}") from None
+            out[split].append(LoadedTask(task, assets))
+    return out

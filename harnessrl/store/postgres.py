@@ -375,7 +375,9 @@ class PostgresStore(Store):
             return []
         now = time.time()
         indices: list[int] = []
-        with self._write() as conn:
+        # Pipelined: BEGIN, lock and last-index queries travel together, then the inserts and COMMIT,
+        # so a batch costs two round trips to the server instead of six.
+        with self._pool_or_raise().connection() as conn, conn.pipeline(), conn.transaction():
             staged = self._seqs_for_write(conn, sorted({c.rollout_id for c in calls}))
             rows = []
             for call in calls:
@@ -394,10 +396,17 @@ class PostgresStore(Store):
     ) -> dict[str, RolloutSeqs]:
         """Lock the rollouts (in id order) and stage private copies of their sequences, checked against
         the database's last call index: another process may have written since the cache was filled."""
-        locked = conn.execute(
+        locking = conn.execute(
             "SELECT id, status FROM rollouts WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE", (rollout_ids,)
-        ).fetchall()
-        statuses = {row["id"]: row["status"] for row in locked}
+        )
+        # A separate statement, so a new snapshot taken once the locks are held: it sees the calls of
+        # whoever held them before us (in the locking statement itself a subquery would not).
+        last_indices = conn.execute(
+            "SELECT r.id, (SELECT MAX(call_index) FROM calls c WHERE c.rollout_id = r.id) AS last"
+            " FROM rollouts r WHERE r.id = ANY(%s)",
+            (rollout_ids,),
+        )
+        statuses = {row["id"]: row["status"] for row in locking.fetchall()}
         for rollout_id in rollout_ids:
             if rollout_id not in statuses:
                 raise NotFound(f"rollout {rollout_id!r} does not exist")
@@ -405,15 +414,7 @@ class PostgresStore(Store):
                 raise RolloutClosed(
                     f"rollout {rollout_id!r} is {statuses[rollout_id]}; no more calls can be recorded"
                 )
-        # A new statement, so a new snapshot: it sees the calls of whoever held these locks before us.
-        last = {
-            row["id"]: row["last"]
-            for row in conn.execute(
-                "SELECT r.id, (SELECT MAX(call_index) FROM calls c WHERE c.rollout_id = r.id) AS last"
-                " FROM rollouts r WHERE r.id = ANY(%s)",
-                (rollout_ids,),
-            )
-        }
+        last = {row["id"]: row["last"] for row in last_indices.fetchall()}
         staged = {}
         for rollout_id in rollout_ids:
             next_index = 0 if last[rollout_id] is None else last[rollout_id] + 1

@@ -183,6 +183,8 @@ class EmbeddedEngine:
         new_version = self._next_version(version)
         barrier = _Barrier()
         with self._cond:
+            if self._closed:
+                raise RuntimeError("engine is closed")
             self._barriers.append(barrier)
             self._cond.notify_all()
         barrier.granted.wait()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,11 +35,11 @@ def apply_lora(model: Any, lora: str | Path | Mapping[str, torch.Tensor], lora_c
         weights = _read_adapter(folder)
     else:
         weights = dict(lora)
-        config = LoraConfig(**lora_config) if isinstance(lora_config, dict) else lora_config
+        config = LoraConfig(**lora_config) if isinstance(lora_config, dict) else copy.deepcopy(lora_config)
     if not isinstance(model, PeftModel):
         if config is None:
             raise ValueError("the first LoRA update needs lora_config= (a peft LoraConfig or dict)")
-        config.inference_mode = True
+        config.inference_mode = True  # on our copy: the trainer's config object stays untouched
         model = get_peft_model(model, config)
         model.eval()
     result = set_peft_model_state_dict(model, weights)

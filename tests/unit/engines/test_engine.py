@@ -198,3 +198,26 @@ def test_shared_module_publish_inside_paused(engine, tiny):
         assert max(abs(a - b) for a, b in zip(ref, out.choices[0].logprobs, strict=True)) < 1e-4
     finally:
         model.load_state_dict(original)
+
+
+def test_chunked_prefill_of_a_long_prompt_is_exact_and_interleaves(tiny):
+    from harnessrl.engines.config import EngineConfig
+    from harnessrl.engines.embedded import EmbeddedEngine
+
+    model, tokenizer = tiny
+    eng = EmbeddedEngine(model, tokenizer, EngineConfig(model="tiny", prefill_chunk=16, context_window=512))
+    try:
+        running = eng.submit(tokenizer.encode("hi"), SamplingParams(max_tokens=60, ignore_eos=True))
+        while running._sync.qsize() < 2:
+            time.sleep(0.01)
+        prompt = tokenizer.encode("the quick brown fox jumps over the lazy dog " * 12)
+        assert len(prompt) > 5 * 16
+        steps_before = eng.stats["steps"]
+        out = eng.generate(prompt, SamplingParams(max_tokens=5, temperature=0.9, seed=4, ignore_eos=True))
+        # decode steps of the running request continued while the long prompt was prefilled chunk by chunk
+        assert eng.stats["steps"] - steps_before >= len(prompt) // 16
+        ref = forward_logprobs(model, prompt, out.choices[0].token_ids, temperature=0.9)
+        assert max(abs(a - b) for a, b in zip(ref, out.choices[0].logprobs, strict=True)) < 1e-4
+        running.result(60)
+    finally:
+        eng.close()

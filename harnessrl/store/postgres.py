@@ -146,9 +146,6 @@ class PostgresStore(Store):
             with psycopg.connect(
                 conninfo, autocommit=True, connect_timeout=max(1, int(connect_timeout_s))
             ) as conn:
-                if self.schema:
-                    conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(self.schema)))
-                    self._use_schema(conn)
                 self._migrate(conn)
         except psycopg.OperationalError as exc:
             raise StoreError(f"cannot connect to PostgreSQL at {self.url}: {exc}".strip()) from None
@@ -171,6 +168,9 @@ class PostgresStore(Store):
     def _migrate(self, conn: psycopg.Connection[Any]) -> None:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            if self.schema:
+                conn.execute(SQL("CREATE SCHEMA IF NOT EXISTS {}").format(Identifier(self.schema)))
+                self._use_schema(conn)
             # Skipping the DDL when up to date avoids CREATE INDEX's table locks on a busy database.
             exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
             row = (

@@ -91,7 +91,7 @@ def to_chat(body: Any) -> dict[str, Any]:
     return chat
 
 
-def from_chat(resp: dict[str, Any], model: str) -> dict[str, Any]:
+def from_chat(resp: dict[str, Any], model: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """The Anthropic message for an engine chat response (call before engine-only fields are stripped)."""
     choice = (resp.get("choices") or [{}])[0]
     msg = choice.get("message") or {}

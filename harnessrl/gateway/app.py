@@ -90,6 +90,7 @@ class Gateway:
             Route("/r/{rollout}/v1/chat/completions", self._chat, methods=["POST"]),
             Route("/r/{rollout}/v1/completions", self._completions, methods=["POST"]),
             Route("/r/{rollout}/v1/messages", self._messages, methods=["POST"]),
+            Route("/r/{rollout}/v1/responses", self._responses, methods=["POST"]),
             Route("/r/{rollout}/v1/models", self._models, methods=["GET"]),
             Route("/r/{rollout}/reward", self._reward, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
@@ -112,6 +113,9 @@ class Gateway:
 
     async def _completions(self, request: Request) -> Response:
         return await self.proxy.handle(request, ApiKind.COMPLETIONS)
+
+    async def _responses(self, request: Request) -> Response:
+        return await self.proxy.handle(request, ApiKind.RESPONSES)
 
     async def _messages(self, request: Request) -> Response:
         return await self.proxy.handle(request, ApiKind.ANTHROPIC_MESSAGES)

@@ -16,7 +16,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from harnessrl.gateway import anthropic, dialect
+from harnessrl.gateway import anthropic, dialect, responses
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.errors import (
     BadRequest,
@@ -39,6 +39,8 @@ from harnessrl.types import ApiKind, CallStatus, ChoiceTokens
 
 log = logging.getLogger(__name__)
 _PATHS = {ApiKind.CHAT: "/chat/completions", ApiKind.COMPLETIONS: "/completions"}
+#: APIs served by translation to and from chat (module with to_chat / from_chat / as_events).
+_WIRE = {ApiKind.ANTHROPIC_MESSAGES: anthropic, ApiKind.RESPONSES: responses}
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
@@ -82,8 +84,8 @@ class Proxy:
         try:
             state = await self.registry.authorize(rid, api_key(request))
             body = await read_json(request, self.config.limits.max_body_bytes)
-            if api == ApiKind.ANTHROPIC_MESSAGES:
-                chat = anthropic.to_chat(body)
+            if api in _WIRE:
+                chat = _WIRE[api].to_chat(body)
                 dialect.validate(ApiKind.CHAT, chat)
                 return await self._serve(state, ApiKind.CHAT, chat, t0, wire=(api, body))
             dialect.validate(api, body)
@@ -94,7 +96,8 @@ class Proxy:
     async def _serve(self, state: RolloutState, api: ApiKind, body: dict, t0: float,
                      wire: tuple[ApiKind, dict] | None = None) -> Response:
         """Serve one validated call. ``wire``: the API and body the harness really used, when ``body`` is
-        its chat translation (Anthropic Messages); the record keeps the harness's own request/response."""
+        its chat translation (Anthropic Messages, Responses); the record keeps the harness's own request and
+        response."""
         limits = self.config.limits
         rec_api, rec_body = wire or (api, body)
         try:
@@ -138,7 +141,7 @@ class Proxy:
                           engine, t0)
         model = rec_body.get("model") or self.config.model_name
         if wire is not None:
-            out = anthropic.from_chat(out, model)
+            out = _WIRE[rec_api].from_chat(out, model, rec_body)
             call.response = out
         else:
             out["model"] = model
@@ -151,7 +154,7 @@ class Proxy:
         self._account(state, prompt, choices)
         headers = {"x-harnessrl-call-index": str(index)}
         if wire is not None and rec_body.get("stream"):
-            return Response(anthropic.as_events(out), media_type="text/event-stream", headers=headers)
+            return Response(_WIRE[rec_api].as_events(out), media_type="text/event-stream", headers=headers)
         return Response(orjson.dumps(out), media_type="application/json", headers=headers)
 
     # -- engine selection with failover ------------------------------------------------------------------

@@ -256,9 +256,8 @@ class PostgresStore(Store):
             # The run's row lock serializes position numbering between processes.
             sql = "SELECT 1 FROM runs WHERE id = %s FOR NO KEY UPDATE"
             self._one(conn, sql, (run_id,), f"run {run_id!r}")
-            start = conn.execute(
-                "SELECT COALESCE(MAX(position) + 1, 0) AS start FROM tasks WHERE run_id = %s", (run_id,)
-            ).fetchone()["start"]
+            sql = "SELECT COALESCE(MAX(position) + 1, 0) AS start FROM tasks WHERE run_id = %s"
+            start = self._one(conn, sql, (run_id,), "the next task position")["start"]
             with conn.cursor() as cur:
                 cur.executemany(
                     "INSERT INTO tasks (run_id, id, input, split, position) VALUES (%s, %s, %s, %s, %s) "
@@ -331,7 +330,8 @@ class PostgresStore(Store):
         now = time.time()
         with self._write() as conn:
             check_transition(rollout_id, self._lock_rollout(conn, rollout_id), status)
-            row = conn.execute(
+            row = self._one(
+                conn,
                 "UPDATE rollouts SET status = %s, failure_kind = COALESCE(%s, failure_kind), "
                 "error = COALESCE(%s, error), exit_code = COALESCE(%s, exit_code), logs = COALESCE(%s, logs), "
                 "runner_handle = COALESCE(%s, runner_handle), started_at = COALESCE(%s, started_at), "
@@ -339,7 +339,8 @@ class PostgresStore(Store):
                 (str(status), None if failure_kind is None else str(FailureKind(failure_kind)), _text(error),
                  exit_code, _text(logs), runner_handle, now if status is RolloutStatus.RUNNING else None,
                  now if status.terminal else None, rollout_id),
-            ).fetchone()  # fmt: skip
+                f"rollout {rollout_id!r}",
+            )  # fmt: skip
         if status.terminal:
             with self._cache_lock:
                 self._cache.discard(rollout_id)
@@ -475,10 +476,8 @@ class PostgresStore(Store):
             if call_index is not None:
                 sql = "SELECT 1 FROM calls WHERE rollout_id = %s AND call_index = %s"
                 self._one(conn, sql, (rollout_id, call_index), f"call {call_index} of rollout {rollout_id!r}")
-            index = conn.execute(
-                "SELECT COALESCE(MAX(reward_index) + 1, 0) AS next FROM rewards WHERE rollout_id = %s",
-                (rollout_id,),
-            ).fetchone()["next"]
+            sql = "SELECT COALESCE(MAX(reward_index) + 1, 0) AS next FROM rewards WHERE rollout_id = %s"
+            index = self._one(conn, sql, (rollout_id,), "the next reward index")["next"]
             conn.execute(
                 "INSERT INTO rewards (rollout_id, reward_index, name, value, call_index, created_at) "
                 "VALUES (%s, %s, %s, %s, %s, %s)",
@@ -538,11 +537,11 @@ class PostgresStore(Store):
         with self._read() as conn:
             sql = "SELECT 1 FROM rollouts WHERE id = %s"
             self._one(conn, sql, (rollout_id,), f"rollout {rollout_id!r}")
-            row = conn.execute(
+            sql = (
                 "SELECT COALESCE(SUM(octet_length(prompt_suffix) + octet_length(completion_ids)"
-                " + octet_length(completion_logprobs)), 0) AS total FROM calls WHERE rollout_id = %s",
-                (rollout_id,),
-            ).fetchone()
+                " + octet_length(completion_logprobs)), 0) AS total FROM calls WHERE rollout_id = %s"
+            )
+            row = self._one(conn, sql, (rollout_id,), "the storage sum")
         return int(row["total"])
 
     def close(self) -> None:

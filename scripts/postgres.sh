@@ -46,6 +46,7 @@ import socket, sys
 want = int(sys.argv[1])
 for port in (want, 0):
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server does: TIME_WAIT is fine
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -99,6 +100,6 @@ case "${1:-start}" in
   env) [ -s "$DIR/env" ] && cat "$DIR/env" ;;
   status) [ -n "$BIN" ] && [ -n "$(running_port)" ] ;;
   stop) [ -z "$BIN" ] || [ ! -d "$DATA" ] || as_owner "$BIN/pg_ctl" -D "$DATA" -m fast -w stop >&2 || true ;;
-  reset) "$0" stop; rm -rf "$DIR" ;;
+  reset) bash "$0" stop; rm -rf "$DIR" ;;
   *) say "usage: $0 [start|env|status|stop|reset]"; exit 2 ;;
 esac

@@ -119,22 +119,32 @@ class Proxy:
         except GatewayError as exc:
             state.calls -= 1
             return exc.response()
-        try:
-            engine, resp = await self.open(state.id, api, plan)
-        except GatewayError as exc:
-            self.gate.exit()
-            return await self._fail(state, rec_api, rec_body, plan.sampling, exc, version, None, t0)
-        if plan.stream and wire is None:
-            return _Relay(self, state, api, body, plan, engine, resp, version, t0)
-        try:
-            data = await resp.read()
-        except STREAM_ERRORS as exc:
-            err = UpstreamError(f"engine {engine.id} failed while answering: {exc}", status=502)
-            return await self._fail(state, rec_api, rec_body, plan.sampling, err, version, engine, t0)
+        relayed = False
+        try:  # in flight until recorded: a drained pause means every answered call is in the store
+            try:
+                engine, resp = await self.open(state.id, api, plan)
+            except GatewayError as exc:
+                return await self._fail(state, rec_api, rec_body, plan.sampling, exc, version, None, t0)
+            if plan.stream and wire is None:
+                relayed = True  # the relay owns the pause-gate slot from here
+                return _Relay(self, state, api, body, plan, engine, resp, version, t0)
+            try:
+                data = await resp.read()
+            except STREAM_ERRORS as exc:
+                err = UpstreamError(f"engine {engine.id} failed while answering: {exc}", status=502)
+                return await self._fail(state, rec_api, rec_body, plan.sampling, err, version, engine, t0)
+            finally:
+                resp.release()
+                engine.outstanding -= 1
+            return await self._answer(state, api, plan, data, version, engine, t0, rec_api, rec_body, wire)
         finally:
-            resp.release()
-            engine.outstanding -= 1
-            self.gate.exit()
+            if not relayed:
+                self.gate.exit()
+
+    async def _answer(self, state: RolloutState, api: ApiKind, plan: dialect.Plan, data: bytes, version: int,
+                      engine: Engine, t0: float, rec_api: ApiKind, rec_body: dict,
+                      wire: tuple[ApiKind, dict] | None) -> Response:
+        """Record a complete engine answer, then give it to the harness."""
         out = orjson.loads(data)
         prompt, choices = dialect.extract(api, out)
         call = self._call(state, rec_api, rec_body, plan, prompt, choices, out.get("policy_version", version),

@@ -52,6 +52,14 @@ async def render_call(proxy: Proxy, state: RolloutState, body: dict, plan: diale
     except GatewayError as exc:
         state.calls -= 1
         return exc.response()
+    try:  # in flight until recorded (see Proxy._serve)
+        return await _complete(proxy, renderer, state, body, plan, rendered, comp_plan, version, t0)
+    finally:
+        proxy.gate.exit()
+
+
+async def _complete(proxy: Proxy, renderer: Any, state: RolloutState, body: dict, plan: dialect.Plan,
+                    rendered: Any, comp_plan: dialect.Plan, version: int, t0: float) -> Response:
     engine = None
     try:
         engine, resp = await proxy.open(state.id, ApiKind.COMPLETIONS, comp_plan)
@@ -65,8 +73,6 @@ async def render_call(proxy: Proxy, state: RolloutState, body: dict, plan: diale
     except STREAM_ERRORS as exc:
         err = UpstreamError(f"engine failed while answering: {exc}", status=502)
         return await proxy._fail(state, ApiKind.CHAT, body, plan.sampling, err, version, engine, t0)
-    finally:
-        proxy.gate.exit()
     _, comp_choices = dialect.extract(ApiKind.COMPLETIONS, out)
     prompt = list(rendered.prompt_token_ids)
     choices, tokens_lp, messages = [], [], []

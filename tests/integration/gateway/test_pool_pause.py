@@ -20,28 +20,34 @@ def chat(r, **kw):
     return c.chat.completions.create(model="m", messages=MSGS, max_tokens=8, **kw)
 
 
+def wait_status(gw, key: str, value: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while gw.admin.get("/admin/status").json()[key] != value:
+        assert time.monotonic() < deadline, f"gateway status {key} never became {value}"
+        time.sleep(0.01)
+
+
 def test_pause_holds_requests_drains_inflight_and_stamps_version(gw):
     r = gw.rollout()
     chat(r)
-    gw.engine.delay_s = 0.5
+    gw.engine.delay_s = 1.0
     slow = threading.Thread(target=chat, args=(r,))
     slow.start()
-    time.sleep(0.2)  # the slow call is in flight
-    t0 = time.monotonic()
+    wait_status(gw, "in_flight", 1)  # the slow call is in flight
     resp = gw.admin.post("/admin/pause", json={"timeout_s": 10})
     assert resp.json() == {"paused": True, "drained": True, "in_flight": 0}
-    assert time.monotonic() - t0 > 0.15  # pause returned only once the in-flight call finished
+    assert len(gw.store.get_calls(r.id)) == 2  # pause returned only once the slow call was recorded
     slow.join()
     gw.engine.delay_s = 0.0
     done = threading.Event()
     waiter = threading.Thread(target=lambda: (chat(r), done.set()))
     waiter.start()
-    time.sleep(0.5)
-    assert not done.is_set()  # held, not refused
-    assert gw.admin.get("/admin/status").json()["waiting"] == 1
+    wait_status(gw, "waiting", 1)  # held, not refused
+    time.sleep(0.2)
+    assert not done.is_set()
     assert gw.admin.post("/admin/policy_version", json={"version": 1}).json() == {"policy_version": 1}
     gw.admin.post("/admin/resume")
-    waiter.join(timeout=10)
+    waiter.join(timeout=20)
     assert done.is_set()
     versions = [c.policy_version for c in gw.store.get_calls(r.id)]
     assert versions == [0, 0, 1]

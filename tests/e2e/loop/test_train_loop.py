@@ -1,0 +1,154 @@
+"""The whole loop on the tiny model: controller, local runner, gateway, engine, trainer, store.
+
+Real parts throughout: the harness is a subprocess using the official openai client against the real
+gateway, which forwards to the embedded engine; rewards come from a verifier command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harnessrl.config import load_config
+from harnessrl.run import run_collect, run_train
+from harnessrl.store import open_store
+from harnessrl.types import FailureKind, RolloutStatus, TaskSplit
+
+HERE = Path(__file__).resolve().parent
+
+
+def write_config(tmp_path: Path, *, steps: int = 2, train: str = "train.jsonl", attempts: int = 2) -> Path:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f"""
+[run]
+name = "loop"
+dir = "{tmp_path / 'run'}"
+steps = {steps}
+tasks_per_step = 2
+attempts_per_task = {attempts}
+[tasks]
+train = "{HERE / train}"
+eval = "{HERE / 'eval.jsonl'}"
+[engine]
+kind = "embedded"
+model = "tiny"
+[runner]
+command = ["{sys.executable}", "{HERE / 'agent.py'}"]
+concurrency = 8
+timeout_s = 60
+[rewards]
+verifier = ["{sys.executable}", "{HERE / 'verify.py'}"]
+protected = ["protected.txt"]
+[training]
+lr = 1e-3
+[training.lora]
+r = 4
+alpha = 8
+""")
+    return cfg
+
+
+def test_train_loop_records_everything_and_advances_the_policy(tmp_path: Path) -> None:
+    config = load_config(write_config(tmp_path, attempts=3))
+    summary = run_train(config)
+    store = open_store(config.store_url)
+    train = [r for r in store.list_rollouts(run_id=summary.run_id, limit=1000)
+             if r.metadata.get("split") == "train"]
+    assert len(train) == 2 * 2 * 3  # steps x tasks x attempts
+    assert all(r.status == RolloutStatus.SUCCEEDED for r in train)
+    for r in train:
+        calls = store.get_calls(r.id)
+        assert len(calls) == 2
+        assert all(c.prompt_token_ids and c.completion_token_ids for c in calls)
+        # token-exact rendering: the second prompt starts with the first call's prompt + completion
+        first = calls[0].prompt_token_ids + calls[0].completion_token_ids
+        assert calls[1].prompt_token_ids[: len(first)] == first
+        assert [x.name for x in store.get_rewards(r.id)].count("final") == 1
+    # step 1 ran on version 0; step 2's calls were served by the version published after step 1
+    assert {c.policy_version for r in train if r.step == 1 for c in store.get_calls(r.id)} == {0}
+    assert {c.policy_version for r in train if r.step == 2 for c in store.get_calls(r.id)} == {1}
+    versions = [v.version for v in store.list_policy_versions(summary.run_id)]
+    assert versions == [1, 2]
+    assert (config.run_dir / "checkpoints" / "step_000002").is_dir()
+    metrics = [json.loads(x) for x in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len(metrics) == 2 and sum(m["tokens/trained"] for m in metrics) > 0
+    assert summary.baseline is not None and summary.final is not None
+    assert summary.final.tasks == 3 and summary.final.policy_version == 2
+    assert summary.held_out_line().startswith("held-out reward: ")
+    # collect reruns the held-out tasks with the trained checkpoint, no training
+    result = run_collect(config, config.run_dir / "checkpoints" / "step_000002")
+    assert result.tasks == 3 and result.policy_version == 2
+    store.close()
+
+
+def test_faulty_harnesses_are_contained(tmp_path: Path) -> None:
+    """Crash, hang (timeout), tamper and silent harnesses: the run goes on, each is recorded for what it is."""
+    cfg = write_config(tmp_path, steps=1, train="faults.jsonl", attempts=1)
+    text = cfg.read_text().replace("tasks_per_step = 2", "tasks_per_step = 5").replace(
+        "timeout_s = 60", "timeout_s = 25")
+    cfg.write_text(text)
+    config = load_config(cfg)
+    summary = run_train(config)
+    store = open_store(config.store_url)
+    by_task = {r.task_id: r for r in store.list_rollouts(run_id=summary.run_id, step=1, limit=100)}
+    assert by_task["b-normal"].status == RolloutStatus.SUCCEEDED
+    assert by_task["b-crash"].status == RolloutStatus.FAILED
+    assert by_task["b-crash"].failure_kind == FailureKind.AGENT and by_task["b-crash"].exit_code == 3
+    assert by_task["b-hang"].status == RolloutStatus.TIMED_OUT
+    tamper = by_task["b-tamper"]
+    assert tamper.status == RolloutStatus.FAILED and tamper.failure_kind == FailureKind.AGENT
+    rewards = {x.name: x.value for x in store.get_rewards(tamper.id)}
+    assert rewards["final"] == 0.0 and "tamper" in rewards
+    assert store.get_calls(by_task["b-silent"].id) == []
+    assert (config.run_dir / "checkpoints" / "step_000001").is_dir()
+    store.close()
+
+
+def test_resume_after_sigkill_reuses_finished_rollouts(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path, steps=2)
+    config = load_config(cfg)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "harnessrl.cli", "--log-level", "WARNING", "train", str(cfg)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    db = config.run_dir / "store.db"
+    deadline = time.monotonic() + 240
+    # kill once step 1 is trained and step 2 has attempts in flight
+    while time.monotonic() < deadline:
+        if db.exists() and (config.run_dir / "checkpoints" / "step_000001").is_dir():
+            s = open_store(config.store_url)
+            step2 = s.list_rollouts(step=2, limit=100)
+            s.close()
+            if any(not r.status.terminal for r in step2):
+                break
+        assert proc.poll() is None, "train exited before it could be killed"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    store = open_store(config.store_url)
+    before = {r.id: r for r in store.list_rollouts(step=2, limit=100)}
+    finished_before = {rid for rid, r in before.items() if r.status.terminal}
+    store.close()
+
+    summary = run_train(config)  # same run directory: resumes
+    store = open_store(config.store_url)
+    after = {r.id: r for r in store.list_rollouts(run_id=summary.run_id, step=2, limit=100)}
+    assert finished_before <= set(after), "finished rollouts were kept"
+    for rid in finished_before:
+        assert after[rid].status == before[rid].status  # not re-run
+    interrupted = {rid for rid, r in before.items() if not r.status.terminal}
+    assert interrupted, "the kill should have caught attempts in flight"
+    for rid in interrupted:
+        assert after[rid].status == RolloutStatus.FAILED and after[rid].failure_kind == FailureKind.INFRA
+    good = [r for r in after.values() if r.failure_kind != FailureKind.INFRA]
+    assert len(good) == 2 * 2  # every group whole again
+    assert [v.version for v in store.list_policy_versions(summary.run_id)] == [1, 2]
+    metrics = [json.loads(x) for x in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in metrics if "step" in m][-1] >= 1
+    assert not any(TaskSplit.TRAIN.value == r.metadata.get("split") and r.step == 3 for r in after.values())
+    store.close()

@@ -24,10 +24,19 @@ __all__ = [
 ]
 
 
-def make_runner(config: RunnerConfig, workdir_root: Path | str | None = None) -> Runner:
-    """The runner for ``config.kind``; attempt directories go under ``workdir_root``."""
+def make_runner(
+    config: RunnerConfig, workdir_root: Path | str | None = None, *, run_id: str = "default"
+) -> Runner:
+    """The runner for ``config.kind``; attempt directories go under ``workdir_root`` (local only).
+
+    ``run_id`` labels the Kubernetes Jobs of this run (the runner watches and re-attaches by it).
+    """
     if config.kind == "local":
         from harnessrl.runners.local import LocalRunner
 
         return LocalRunner(config, workdir_root)
-    raise RunnerError(f'runner kind {config.kind!r} is not available in this version; use kind = "local"')
+    if config.kind == "kubernetes":
+        from harnessrl.runners.kubernetes import KubernetesRunner
+
+        return KubernetesRunner(config, run_id=run_id)
+    raise RunnerError(f"runner kind {config.kind!r} is not available in this version")

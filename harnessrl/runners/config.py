@@ -37,6 +37,96 @@ DEFAULT_ATTEMPT_ENV: dict[str, str] = {
 }
 
 
+class KubernetesConfig(BaseModel):
+    """The ``[runner.kubernetes]`` section: how attempts become ``batch/v1`` Jobs (see docs/kubernetes.md).
+
+    The Job template is the user's (image, resources, volumes, service account, node selectors);
+    harnessrl only adds identity (name, labels, env), ``restartPolicy: Never``, ``backoffLimit: 0``,
+    ``activeDeadlineSeconds`` (from ``timeout_s``) and ``ttlSecondsAfterFinished``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str = Field("default", description="Namespace the Jobs (and their Secrets) are created in.")
+    job_template: str | None = Field(
+        None, description="Inline YAML of a batch/v1 Job used as the template for every attempt."
+    )
+    job_template_file: str | None = Field(
+        None, description="Path of a YAML file holding the Job template (instead of `job_template`)."
+    )
+    image: str = Field(
+        "python:3.11-slim",
+        description="Image of the harness container when no template is given (a one-container Job).",
+    )
+    container: str | None = Field(
+        None, description="Name of the template's container that runs the harness (default: the first)."
+    )
+    set_command: bool = Field(
+        True,
+        description="Set that container's command to `runner.command`; false keeps the template's "
+        "command/args (e.g. the image's entrypoint).",
+    )
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
+        None, description="Overrides the harness container's imagePullPolicy when set."
+    )
+    image_pull_secrets: list[str] = Field(
+        default_factory=list, description="Secret names added to the pod's imagePullSecrets."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="Extra labels on every Job and its pods (harnessrl's own win)."
+    )
+    auth: Literal["auto", "kubeconfig", "in_cluster"] = Field(
+        "auto",
+        description="`auto`: in-cluster service account when running in a pod, else the kubeconfig.",
+    )
+    kubeconfig: str | None = Field(None, description="Kubeconfig path (default: $KUBECONFIG or ~/.kube/config).")
+    context: str | None = Field(None, description="Kubeconfig context (default: the current one).")
+    api_server: str | None = Field(
+        None,
+        description="Talk to this URL without credentials instead (e.g. `kubectl proxy` at "
+        "http://127.0.0.1:8001).",
+    )
+    api_key_secret: bool = Field(
+        True,
+        description="Put the rollout's API key in a per-attempt Secret referenced by the pod (true), "
+        "or inline in the Job's env, readable by anyone who can read Jobs (false).",
+    )
+    secret_env: list[str] = Field(
+        default_factory=lambda: ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"],
+        description="Rollout variables that go into the Secret when `api_key_secret` is true.",
+    )
+    ttl_seconds_after_finished: int = Field(
+        3600,
+        ge=0,
+        description="Kubernetes deletes a finished Job (and its pods) this long after it ends; long "
+        "enough for a restarted controller to re-attach and read its logs.",
+    )
+    keep_jobs: Literal["all", "failed", "none"] = Field(
+        "failed",
+        description="Which finished Jobs `Runner.release` leaves for the TTL to remove (for debugging); "
+        "the others are deleted at once. The API-key Secret is always deleted.",
+    )
+    creations_per_s: float = Field(5.0, gt=0, description="Job creations per second (token bucket).")
+    creation_burst: int = Field(10, ge=1, description="Job creations allowed at once before the rate applies.")
+    api_timeout_s: float = Field(30.0, gt=0, description="Timeout of one Kubernetes API request.")
+    api_retries: int = Field(
+        3, ge=0, description="Retries of an API request after a 429/5xx or connection error (then infra)."
+    )
+    api_retry_backoff_s: float = Field(0.5, ge=0, description="First retry delay; doubles each retry.")
+    watch_timeout_s: int = Field(
+        300, ge=1, description="Server-side length of one watch request; it is then resumed."
+    )
+    deadline_grace_s: float = Field(
+        60.0,
+        ge=0,
+        description="If no terminal Job status arrives this long after `timeout_s`, the Job is read "
+        "once, then deleted and the attempt failed as infra (a safety net, not polling).",
+    )
+    log_tail_lines: int = Field(
+        5000, ge=1, description="Lines of pod log fetched at the end (then cut to `max_log_bytes`)."
+    )
+
+
 class RunnerConfig(BaseModel):
     """How attempts are launched, bounded and observed."""
 
@@ -99,4 +189,7 @@ class RunnerConfig(BaseModel):
         ge=0,
         description="Task input values longer than this are left out of the environment (the kernel refuses "
         "exec with huge variables); the JSON file always has them.",
+    )
+    kubernetes: KubernetesConfig = Field(
+        default_factory=KubernetesConfig, description='Settings of `kind = "kubernetes"`.'
     )

@@ -1,0 +1,213 @@
+"""Pure functions from an attempt to Kubernetes objects and back: names, labels, the Job, its Secret.
+
+Nothing here talks to a cluster, so every rule (naming, env precedence, what harnessrl overrides in the
+user's template) is testable without one. The Job is built from the user's template, never from scratch:
+image, resources, volumes, service account and scheduling stay theirs.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harnessrl.runners.config import KubernetesConfig, RunnerConfig
+from harnessrl.runners.env import task_input_env
+from harnessrl.runners.spec import AttemptSpec
+
+GROUP = "harnessrl.io"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+RUN_LABEL = f"{GROUP}/run"
+ROLLOUT_LABEL = f"{GROUP}/rollout"
+TASK_LABEL = f"{GROUP}/task"
+#: Label values are cut to 63 characters; the exact ids live in annotations.
+RUN_ANNOTATION = f"{GROUP}/run-id"
+ROLLOUT_ANNOTATION = f"{GROUP}/rollout-id"
+TASK_ANNOTATION = f"{GROUP}/task-id"
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")  # set on pods by the Job controller
+
+JsonDict = dict[str, Any]
+
+
+class JobTemplateError(ValueError):
+    """The configured Job template cannot be used (not YAML, not a Job, no container)."""
+
+
+def _digest(text: str, n: int = 8) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
+
+
+def job_name(rollout_id: str, prefix: str = "hrl") -> str:
+    """A DNS-1123 label (<= 63 chars) that is a pure function of the rollout id.
+
+    Deterministic so that a restarted controller finds the Job of a rollout by name, and a retried
+    create answers 409 instead of starting a second attempt. A digest of the exact id keeps ids that
+    differ only in case or punctuation apart.
+    """
+    slug = re.sub(r"[^a-z0-9-]+", "-", rollout_id.lower()).strip("-")
+    slug = re.sub(r"-{2,}", "-", slug)[: 63 - len(prefix) - 10].strip("-")
+    return "-".join(p for p in (prefix, slug, _digest(rollout_id)) if p)
+
+
+def label_value(value: str) -> str:
+    """A valid label value for any id: itself when it already is one, else a slug plus a digest."""
+    if re.fullmatch(r"([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?", value):
+        return value
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", value)[:54]
+    slug = re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", slug)
+    return f"{slug}-{_digest(value)}" if slug else _digest(value)
+
+
+def run_selector(run_id: str) -> dict[str, str]:
+    """The labels every Job of one run carries: the watch's label selector."""
+    return {MANAGED_BY: "harnessrl", RUN_LABEL: label_value(run_id)}
+
+
+def selector_string(labels: Mapping[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
+def load_template(cfg: KubernetesConfig) -> JsonDict:
+    """The configured Job template (inline YAML, file, or a one-container Job running ``cfg.image``)."""
+    if cfg.job_template and cfg.job_template_file:
+        raise JobTemplateError("set job_template or job_template_file, not both")
+    text = cfg.job_template
+    if cfg.job_template_file:
+        try:
+            text = Path(cfg.job_template_file).expanduser().read_text()
+        except OSError as exc:
+            raise JobTemplateError(f"cannot read job_template_file: {exc}") from exc
+    if not text:
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "spec": {"template": {"spec": {"containers": [{"name": "harness", "image": cfg.image}]}}},
+        }
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise JobTemplateError(f"job template is not valid YAML: {exc}") from exc
+    if not isinstance(doc, dict) or doc.get("kind", "Job") != "Job":
+        raise JobTemplateError("job template must be one batch/v1 Job (kind: Job)")
+    if doc.get("apiVersion", "batch/v1") != "batch/v1":
+        raise JobTemplateError(f"job template apiVersion must be batch/v1, not {doc.get('apiVersion')!r}")
+    containers = (((doc.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise JobTemplateError("job template needs spec.template.spec.containers with at least one container")
+    harness_container(doc, cfg.container)  # fails early on a wrong container name
+    return doc
+
+
+def harness_container(job: JsonDict, name: str | None) -> JsonDict:
+    containers = job["spec"]["template"]["spec"]["containers"]
+    if name is None:
+        return containers[0]
+    for container in containers:
+        if container.get("name") == name:
+            return container
+    found = [c.get("name") for c in containers]
+    raise JobTemplateError(f"job template has no container named {name!r} (it has {found})")
+
+
+def attempt_env(config: RunnerConfig, spec: AttemptSpec) -> dict[str, str]:
+    """What the harness sees: configured extras < task input < the rollout's identity (wins).
+
+    Unlike the local runner nothing is inherited from the controller (the image has its own PATH and
+    HOME) and there is no task input file (no shared disk): the input is in HARNESSRL_TASK_INPUT.
+    """
+    env = dict(config.env)
+    if config.task_input_env:
+        env.update(task_input_env(spec.task_input, config.max_env_value_bytes))
+    env.update(spec.env)
+    return env
+
+
+def build_objects(
+    config: RunnerConfig, template: JsonDict, spec: AttemptSpec, run_id: str
+) -> tuple[JsonDict, JsonDict | None]:
+    """(Job, Secret or None) for one attempt. The template is copied, never changed."""
+    k8s = config.kubernetes
+    name = job_name(spec.rollout_id)
+    labels = {
+        **k8s.labels,
+        **run_selector(run_id),
+        ROLLOUT_LABEL: label_value(spec.rollout_id),
+        TASK_LABEL: label_value(spec.task_id),
+    }
+    annotations = {RUN_ANNOTATION: run_id, ROLLOUT_ANNOTATION: spec.rollout_id, TASK_ANNOTATION: spec.task_id}
+    job = copy.deepcopy(template)
+    job["apiVersion"], job["kind"] = "batch/v1", "Job"
+    meta = job.setdefault("metadata", {})
+    meta.pop("generateName", None)
+    meta["name"], meta["namespace"] = name, k8s.namespace
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
+
+    job_spec = job["spec"]
+    job_spec["backoffLimit"] = 0  # one attempt is one pod: a retry would be a second, unrecorded attempt
+    job_spec["activeDeadlineSeconds"] = max(1, math.ceil(spec.timeout_s))
+    job_spec["ttlSecondsAfterFinished"] = k8s.ttl_seconds_after_finished
+    pod = job_spec["template"]
+    pod_meta = pod.setdefault("metadata", {})
+    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **labels}
+    pod_spec = pod["spec"]
+    pod_spec["restartPolicy"] = "Never"
+    if k8s.image_pull_secrets:
+        have = [s.get("name") for s in pod_spec.get("imagePullSecrets") or []]
+        extra = [{"name": s} for s in k8s.image_pull_secrets if s not in have]
+        pod_spec["imagePullSecrets"] = [*(pod_spec.get("imagePullSecrets") or []), *extra]
+
+    container = harness_container(job, k8s.container)
+    if k8s.set_command:
+        container["command"] = list(spec.command)
+        container.pop("args", None)
+    if k8s.image_pull_policy:
+        container["imagePullPolicy"] = k8s.image_pull_policy
+
+    env = attempt_env(config, spec)
+    secret_names = [n for n in k8s.secret_env if n in env] if k8s.api_key_secret else []
+    ours: list[JsonDict] = []
+    for key, value in env.items():
+        if key in secret_names:
+            ref = {"secretKeyRef": {"name": name, "key": key}}
+            ours.append({"name": key, "valueFrom": ref})
+        else:
+            ours.append({"name": key, "value": value})
+    kept = [e for e in container.get("env") or [] if e.get("name") not in env]
+    container["env"] = kept + ours
+
+    secret = None
+    if secret_names:
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "metadata": {
+                "name": name,
+                "namespace": k8s.namespace,
+                "labels": labels,
+                "annotations": annotations,
+            },
+            "stringData": {key: env[key] for key in secret_names},
+        }
+    return job, secret
+
+
+def is_ours(obj: Mapping[str, Any], run_id: str, rollout_id: str) -> bool:
+    """Whether an existing object (found by name) is this run's object for this rollout."""
+    ann = (obj.get("metadata") or {}).get("annotations") or {}
+    return ann.get(ROLLOUT_ANNOTATION) == rollout_id and ann.get(RUN_ANNOTATION) == run_id
+
+
+def owner_reference(job: Mapping[str, Any]) -> JsonDict | None:
+    """An ownerReference to the Job (so the Secret is garbage-collected with it), if it has a uid."""
+    meta = job.get("metadata") or {}
+    if not meta.get("uid"):
+        return None
+    return {"apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "uid": meta["uid"]}

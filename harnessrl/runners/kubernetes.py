@@ -1,0 +1,454 @@
+"""The Kubernetes runner: one ``batch/v1`` Job per attempt, watched, re-attached after a restart.
+
+Flow of ``run``: wait for a concurrency slot and a creation token, create the attempt's Secret (the
+API key) and Job under a name derived from the rollout id, then wait on the run's single Job watch
+until the Job finishes; read the pod's exit code and log tail; classify (``k8s_status``).
+
+Restart: names are deterministic, so ``run`` for a rollout whose Job already exists (found in the
+watch's first list, or by a 409 on create) attaches to that Job instead of creating a second one, and
+the spec's env is not applied again (the Job has its own). A controller resuming a run calls
+``existing()`` to see which rollouts still have Jobs, and ``run(spec)`` for each to collect them.
+``detach()`` stops watching and leaves Jobs running (graceful controller restart); ``aclose()`` deletes
+them. API failures (invalid template, conflicts with foreign objects, API down after retries) become
+``failed``/``infra`` results with the API's own message, never exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from harnessrl.runners.base import OnStart, Runner, RunnerError
+from harnessrl.runners.config import RunnerConfig
+from harnessrl.runners.k8s_api import Api, KubernetesApiError, TokenBucket, make_api_client
+from harnessrl.runners.k8s_manifest import (
+    JOB_NAME_LABELS,
+    ROLLOUT_ANNOTATION,
+    build_objects,
+    harness_container,
+    is_ours,
+    job_name,
+    load_template,
+    owner_reference,
+    run_selector,
+)
+from harnessrl.runners.k8s_status import JobOutcome, classify, condition
+from harnessrl.runners.k8s_watch import JobWatcher
+from harnessrl.runners.spec import AttemptResult, AttemptSpec
+from harnessrl.types import FailureKind, RolloutStatus
+
+logger = logging.getLogger(__name__)
+
+JsonDict = dict[str, Any]
+
+
+class KubernetesRunner(Runner):
+    """Attempts as Jobs in ``config.kubernetes.namespace``, labelled with ``run_id``.
+
+    ``api_client`` (a ``kubernetes.client.ApiClient``) overrides the configured credentials.
+    """
+
+    def __init__(self, config: RunnerConfig, *, run_id: str = "default", api_client: Any = None) -> None:
+        self.config = config
+        self.k8s = config.kubernetes
+        self.run_id = run_id
+        self.template = load_template(self.k8s)  # a bad template fails now, not at the first attempt
+        self._container = harness_container(self.template, self.k8s.container).get("name")
+        self._api_client = api_client
+        self._api: Api | None = None
+        self._watcher: JobWatcher | None = None
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self._bucket = TokenBucket(self.k8s.creations_per_s, self.k8s.creation_burst)
+        self._cancels: dict[str, asyncio.Event] = {}
+        self._detached = False
+        self._start_lock = asyncio.Lock()
+
+    # ---- Runner API ------------------------------------------------------------------------------
+
+    def active(self) -> list[str]:
+        return list(self._cancels)
+
+    async def cancel(self, rollout_id: str) -> bool:
+        event = self._cancels.get(rollout_id)
+        if event is None:
+            return False
+        event.set()
+        return True
+
+    async def existing(self) -> dict[str, JsonDict]:
+        """Rollout id -> Job (as the API returns it) for every Job of this run still in the cluster."""
+        watcher = await self._start()
+        return {
+            job["metadata"]["annotations"][ROLLOUT_ANNOTATION]: job
+            for job in watcher.jobs.values()
+            if ROLLOUT_ANNOTATION in ((job.get("metadata") or {}).get("annotations") or {})
+        }
+
+    async def run(self, spec: AttemptSpec, on_start: OnStart | None = None) -> AttemptResult:
+        if spec.rollout_id in self._cancels:
+            raise RunnerError(f"rollout {spec.rollout_id} is already running on this runner")
+        if self._detached:
+            raise RunnerError("this runner was detached; make a new one to re-attach")
+        cancel = self._cancels[spec.rollout_id] = asyncio.Event()
+        started = time.monotonic()
+        name = job_name(spec.rollout_id)
+        held = created = False
+        try:
+            try:
+                watcher = await self._start()
+                job = watcher.jobs.get(name)
+                if job is None:  # a new attempt: a slot (held until the end), a token, then create
+                    held = await _wait_or_cancel(self._slots.acquire(), cancel, undo=self._slots.release)
+                    if held:
+                        await _wait_or_cancel(self._bucket.acquire(), cancel)
+                    if cancel.is_set():
+                        return _result(
+                            spec, RolloutStatus.CANCELLED, FailureKind.INFRA, "cancelled before start"
+                        )
+                    job, created = await self._launch(spec, name)
+                if not is_ours(job, self.run_id, spec.rollout_id):
+                    reason = (
+                        f"a Job named {name} already exists in namespace {self.k8s.namespace} and belongs "
+                        "to another run or rollout; delete it or use another run id"
+                    )
+                    return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, reason, started)
+            except KubernetesApiError as exc:
+                reason = _explain(exc, self.k8s.namespace)
+                return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, reason, started)
+            handle = f"k8s:{self.k8s.namespace}/{name}"
+            if not created:  # re-attached Jobs run beyond the concurrency cap rather than wait
+                logger.info("rollout %s: attached to existing Job %s", spec.rollout_id, name)
+            if on_start is not None:
+                on_start(handle)
+            return await self._follow(spec, name, handle, cancel, started, created)
+        except asyncio.CancelledError:
+            if not self._detached:  # the awaiting task was cancelled: the attempt goes too
+                await asyncio.shield(self._delete(name))
+            raise
+        finally:
+            if held:
+                self._slots.release()
+            del self._cancels[spec.rollout_id]
+
+    async def release(self, result: AttemptResult) -> None:
+        """Delete the attempt's Secret, and its Job unless ``keep_jobs`` keeps it for the TTL."""
+        if self._api is None or result.handle is None:
+            return
+        name = job_name(result.rollout_id)
+        keep = self.k8s.keep_jobs
+        if keep == "all" or (keep == "failed" and result.status != RolloutStatus.SUCCEEDED):
+            await self._delete_secret(name)
+        else:
+            await self._delete(name)
+
+    async def detach(self) -> None:
+        """Stop watching and leave every Job running, for a controller that will re-attach later."""
+        self._detached = True
+        for event in self._cancels.values():
+            event.set()
+        await asyncio.sleep(0)
+        self._shutdown()
+
+    async def aclose(self) -> None:
+        """Cancel (delete) every active attempt, then stop watching."""
+        await super().aclose()
+        while self._cancels:
+            await asyncio.sleep(0.01)
+        self._shutdown()
+
+    # ---- internals -------------------------------------------------------------------------------
+
+    async def _start(self) -> JobWatcher:
+        async with self._start_lock:  # attempts launched together must share one client and one watch
+            if self._api is None:
+                client = self._api_client or await asyncio.to_thread(make_api_client, self.k8s)
+                self._api = Api(client, self.k8s, max_workers=min(8, self.config.concurrency + 2))
+                self._watcher = JobWatcher(self._api, self.k8s.namespace, run_selector(self.run_id))
+            assert self._watcher is not None
+            watcher = self._watcher
+        await watcher.start()
+        return watcher
+
+    async def _launch(self, spec: AttemptSpec, name: str) -> tuple[JsonDict, bool]:
+        """Create the Secret, then the Job: (job, created). A 409 on the Job gives the existing one."""
+        assert self._api is not None
+        job, secret = build_objects(self.config, self.template, spec, self.run_id)
+        ns = self.k8s.namespace
+        if secret is not None:
+            try:
+                await self._api.call(
+                    f"create Secret {name}", self._api.core.create_namespaced_secret, ns, secret
+                )
+            except KubernetesApiError as exc:
+                if exc.status != 409:
+                    raise
+                found = await self._api.call(
+                    f"read Secret {name}", self._api.core.read_namespaced_secret, name, ns
+                )
+                if not is_ours(found, self.run_id, spec.rollout_id):
+                    raise KubernetesApiError(
+                        409, f"a Secret named {name} exists and belongs to another run or rollout"
+                    ) from exc
+        try:
+            made = await self._api.call(f"create Job {name}", self._api.batch.create_namespaced_job, ns, job)
+        except KubernetesApiError as exc:
+            if exc.status != 409:  # keep the key from outliving an attempt that never ran
+                await self._delete_secret(name)
+                raise
+            found = await self._api.call(f"read Job {name}", self._api.batch.read_namespaced_job, name, ns)
+            return found, False  # an earlier create that we never heard back from, or a foreign Job
+        owner = owner_reference(made)
+        if secret is not None and owner is not None:
+            with contextlib.suppress(KubernetesApiError):  # without it the Secret is deleted at release
+                await self._api.call(
+                    f"own Secret {name}",
+                    self._api.core.patch_namespaced_secret,
+                    name,
+                    ns,
+                    {"metadata": {"ownerReferences": [owner]}},
+                )
+        logger.info("rollout %s: created Job %s/%s", spec.rollout_id, ns, name)
+        return made, True
+
+    async def _follow(
+        self, spec: AttemptSpec, name: str, handle: str, cancel: asyncio.Event, started: float, created: bool
+    ) -> AttemptResult:
+        """Wait for the Job's end (or a cancel), then read its pod and classify."""
+        assert self._watcher is not None
+        terminal = self._watcher.wait(name)
+        waiter = asyncio.ensure_future(cancel.wait())
+        limit = spec.timeout_s + self.k8s.deadline_grace_s
+        try:
+            await asyncio.wait({terminal, waiter}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if self._detached:
+            raise RunnerError(f"runner detached while rollout {spec.rollout_id} runs; Job {name} continues")
+        if cancel.is_set() and not terminal.done():
+            terminal.cancel()
+            await self._delete(name)
+            return _result(
+                spec,
+                RolloutStatus.CANCELLED,
+                FailureKind.INFRA,
+                "cancelled by the controller",
+                started,
+                handle,
+            )
+        job = terminal.result() if terminal.done() else await self._overdue(name, terminal)
+        if job is None:
+            return _result(
+                spec,
+                RolloutStatus.FAILED,
+                FailureKind.INFRA,
+                f"Job {name} was deleted before it finished (not by harnessrl)",
+                started,
+                handle,
+            )
+        if isinstance(job, str):
+            return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, job, started, handle)
+        return await self._finish(spec, name, handle, job, started, created)
+
+    async def _overdue(self, name: str, terminal: asyncio.Future[JsonDict | None]) -> JsonDict | str | None:
+        """No terminal status after the deadline plus grace: read the Job once; if still running, stop it."""
+        terminal.cancel()
+        assert self._api is not None
+        try:
+            job: JsonDict = await self._api.call(
+                f"read Job {name}", self._api.batch.read_namespaced_job, name, self.k8s.namespace
+            )
+        except KubernetesApiError as exc:
+            if exc.status == 404:
+                return None
+            job = {}
+        if condition(job) is not None:
+            return job
+        await self._delete(name)
+        return (
+            f"Job {name} reported no end {self.k8s.deadline_grace_s:g}s after its deadline "
+            "(watch or Job controller not working); deleted"
+        )
+
+    async def _finish(
+        self, spec: AttemptSpec, name: str, handle: str, job: JsonDict, started: float, created: bool
+    ) -> AttemptResult:
+        assert self._watcher is not None
+        pod = await self._pod(name)
+        outcome = classify(
+            job,
+            pod,
+            container=self._container,
+            timeout_s=spec.timeout_s,
+            seen_ready=name in self._watcher.ready_seen,
+            seen_from_creation=created,
+        )
+        logs, log_bytes, note = await self._logs(pod)
+        logger.info("rollout %s: %s (%s)", spec.rollout_id, outcome.status, outcome.reason or "exit 0")
+        return _outcome_result(spec, outcome, handle, started, logs, log_bytes, note)
+
+    async def _pod(self, name: str) -> JsonDict | None:
+        """The Job's newest pod, if any is left (TTL and the Job controller may have removed it)."""
+        assert self._api is not None
+        selector = f"{JOB_NAME_LABELS[0]}={name}"
+        try:
+            body = await self._api.call(
+                f"list pods of Job {name}",
+                self._api.core.list_namespaced_pod,
+                self.k8s.namespace,
+                label_selector=selector,
+            )
+        except KubernetesApiError as exc:
+            logger.warning("cannot read the pod of Job %s: %s", name, exc)
+            return None
+        pods = [
+            p
+            for p in body.get("items") or []
+            if any(((p.get("metadata") or {}).get("labels") or {}).get(k) == name for k in JOB_NAME_LABELS)
+        ]
+        pods.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
+        return pods[-1] if pods else None
+
+    async def _logs(self, pod: JsonDict | None) -> tuple[str, int, str]:
+        """(tail of the harness container's log, its size in bytes, a note when unavailable)."""
+        if pod is None:
+            return "", 0, "harnessrl: no pod left to read logs from\n"
+        assert self._api is not None
+        pod_name = pod["metadata"]["name"]
+        try:
+            data: bytes = await self._api.call(
+                f"read log of pod {pod_name}",
+                self._api.core.read_namespaced_pod_log,
+                pod_name,
+                self.k8s.namespace,
+                container=self._container,
+                tail_lines=self.k8s.log_tail_lines,
+                raw=True,
+            )
+        except KubernetesApiError as exc:
+            return "", 0, f"harnessrl: pod logs unavailable: {exc}\n"
+        cap = self.config.max_log_bytes
+        tail = data[-cap:] if cap else b""
+        return tail.decode("utf-8", errors="replace"), len(data), ""
+
+    async def _delete(self, name: str) -> None:
+        if self._api is None:
+            return
+        try:
+            await self._api.call(
+                f"delete Job {name}",
+                self._api.batch.delete_namespaced_job,
+                name,
+                self.k8s.namespace,
+                propagation_policy="Background",
+            )
+        except KubernetesApiError as exc:
+            if exc.status != 404:
+                logger.warning("could not delete Job %s: %s", name, exc)
+        await self._delete_secret(name)
+
+    async def _delete_secret(self, name: str) -> None:
+        if self._api is None or not self.k8s.api_key_secret:
+            return
+        try:
+            await self._api.call(
+                f"delete Secret {name}", self._api.core.delete_namespaced_secret, name, self.k8s.namespace
+            )
+        except KubernetesApiError as exc:
+            if exc.status != 404:
+                logger.warning("could not delete Secret %s: %s", name, exc)
+
+    def _shutdown(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+        if self._api is not None:
+            self._api.close()
+        self._api, self._watcher = None, None
+
+
+async def _wait_or_cancel(awaitable: Any, cancel: asyncio.Event, undo: Any = None) -> bool:
+    """Await ``awaitable`` unless ``cancel`` fires first. True if it completed; when it completed but
+    we are cancelled anyway (or our own task is), ``undo`` gives back what it acquired."""
+    task = asyncio.ensure_future(awaitable)
+    waiter = asyncio.ensure_future(cancel.wait())
+    try:
+        await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:
+        cancel.set()
+        raise
+    finally:
+        waiter.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        done = task.done() and not task.cancelled() and task.exception() is None
+        if done and cancel.is_set() and undo is not None:
+            undo()
+            done = False
+    return done
+
+
+def _explain(exc: KubernetesApiError, namespace: str) -> str:
+    """The API's message plus what to do about it."""
+    hint = {
+        422: " Fix the [runner.kubernetes] job template: Kubernetes refused the Job as invalid.",
+        400: " Fix the [runner.kubernetes] job template.",
+        403: f" The credentials need create/get/list/watch/delete on jobs and secrets and get/list on "
+        f"pods and pods/log in namespace {namespace!r} (or a quota is exhausted).",
+        404: f" Does namespace {namespace!r} exist?",
+        409: " An object with this attempt's name exists and is not this rollout's.",
+    }.get(exc.status, "")
+    return f"Kubernetes API error: {exc}.{hint}".replace("..", ".")
+
+
+def _result(
+    spec: AttemptSpec,
+    status: RolloutStatus,
+    kind: FailureKind | None,
+    reason: str,
+    started: float | None = None,
+    handle: str | None = None,
+) -> AttemptResult:
+    if kind is FailureKind.INFRA:
+        logger.warning("rollout %s: %s (%s)", spec.rollout_id, status, reason)
+    return AttemptResult(
+        rollout_id=spec.rollout_id,
+        status=status,
+        failure_kind=kind,
+        reason=reason,
+        exit_code=None,
+        timed_out=False,
+        stdout="",
+        stderr="",
+        stdout_bytes=0,
+        stderr_bytes=0,
+        duration_s=0.0 if started is None else time.monotonic() - started,
+        attempt_dir=None,
+        workdir=None,
+        handle=handle,
+    )
+
+
+def _outcome_result(
+    spec: AttemptSpec, outcome: JobOutcome, handle: str, started: float, logs: str, log_bytes: int, note: str
+) -> AttemptResult:
+    """Kubernetes merges stdout and stderr into one log: it is ``stdout``; ``stderr`` has our notes."""
+    return AttemptResult(
+        rollout_id=spec.rollout_id,
+        status=outcome.status,
+        failure_kind=outcome.failure_kind,
+        reason=outcome.reason,
+        exit_code=outcome.exit_code,
+        timed_out=outcome.timed_out,
+        stdout=logs,
+        stderr=note,
+        stdout_bytes=log_bytes,
+        stderr_bytes=len(note.encode()),
+        duration_s=time.monotonic() - started,
+        attempt_dir=None,
+        workdir=None,
+        handle=handle,
+    )

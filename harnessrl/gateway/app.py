@@ -230,10 +230,12 @@ class GatewayServer:
 
 
 def serve_in_thread(store: Store, engines: list[str], config: GatewayConfig | None = None,
-                    **overrides: Any) -> GatewayServer:
+                    renderer: ChatRenderer | None = None, **overrides: Any) -> GatewayServer:
     """Start a gateway over ``store`` and ``engines`` in a background thread; returns the running server.
 
     ``server.url`` is its base URL, ``server.gateway.admin_token`` its admin token; call ``stop()``.
+    ``renderer``: the token-exact renderer to use in render_mode "gateway" (default: built from
+    ``config.render``), e.g. one built on the embedded engine's own tokenizer.
     """
     config = (config or GatewayConfig(port=0)).model_copy(update={"engines": list(engines), **overrides})
-    return GatewayServer(Gateway(store, config)).start()
+    return GatewayServer(Gateway(store, config, renderer=renderer)).start()

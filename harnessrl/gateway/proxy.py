@@ -39,7 +39,7 @@ from harnessrl.types import ApiKind, CallStatus, ChoiceTokens
 log = logging.getLogger(__name__)
 _PATHS = {ApiKind.CHAT: "/chat/completions", ApiKind.COMPLETIONS: "/completions"}
 #: APIs served by translation to and from chat (module with to_chat / from_chat / as_events).
-_WIRE = {ApiKind.ANTHROPIC_MESSAGES: anthropic, ApiKind.RESPONSES: responses}
+WIRE = {ApiKind.ANTHROPIC_MESSAGES: anthropic, ApiKind.RESPONSES: responses}
 
 
 def api_key(request: Request) -> str | None:
@@ -82,8 +82,8 @@ class Proxy:
         try:
             state = await self.registry.authorize(rid, api_key(request))
             body = await read_json(request, self.config.limits.max_body_bytes)
-            if api in _WIRE:
-                chat = _WIRE[api].to_chat(body)
+            if api in WIRE:
+                chat = WIRE[api].to_chat(body)
                 dialect.validate(ApiKind.CHAT, chat)
                 return await self._serve(state, ApiKind.CHAT, chat, t0, wire=(api, body))
             dialect.validate(api, body)
@@ -107,10 +107,10 @@ class Proxy:
                                 limits.max_tokens_per_rollout - state.tokens)
         except LimitExceeded as exc:
             return await self._fail(state, rec_api, rec_body, {}, exc, self.gate.policy_version, None, t0)
-        if self.config.render_mode == "gateway" and api == ApiKind.CHAT and wire is None:
+        if self.config.render_mode == "gateway" and api == ApiKind.CHAT:
             from harnessrl.gateway.render_call import render_call
 
-            return await render_call(self, state, body, plan, t0)
+            return await render_call(self, state, body, plan, t0, wire)
         state.calls += 1  # reserved now so that concurrent calls cannot overrun the budget
         try:
             version = await self.gate.enter()
@@ -149,7 +149,7 @@ class Proxy:
                           engine, t0)
         model = rec_body.get("model") or self.config.model_name
         if wire is not None:
-            out = _WIRE[rec_api].from_chat(out, model, rec_body)
+            out = WIRE[rec_api].from_chat(out, model, rec_body)
             call.response = out
         else:
             out["model"] = model
@@ -162,7 +162,7 @@ class Proxy:
         self._account(state, prompt, choices)
         headers = {"x-harnessrl-call-index": str(index)}
         if wire is not None and rec_body.get("stream"):
-            return Response(_WIRE[rec_api].as_events(out), media_type="text/event-stream", headers=headers)
+            return Response(WIRE[rec_api].as_events(out), media_type="text/event-stream", headers=headers)
         return Response(orjson.dumps(out), media_type="application/json", headers=headers)
 
     # -- engine selection with failover ------------------------------------------------------------------

@@ -27,7 +27,9 @@ _COPY = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequenc
          "repetition_penalty", "seed", "n", "max_tokens", "stop", "logit_bias")
 
 
-async def render_call(proxy: Proxy, state: RolloutState, body: dict, plan: dialect.Plan, t0: float) -> Response:
+async def render_call(proxy: Proxy, state: RolloutState, body: dict, plan: dialect.Plan, t0: float,
+                      wire: tuple[ApiKind, dict] | None = None) -> Response:
+    """Serve a chat ``body`` token-exactly; ``wire`` as in ``Proxy._serve`` (Anthropic / Responses)."""
     renderer = proxy.renderer
     if renderer is None:
         return NotImplementedMode(
@@ -53,13 +55,17 @@ async def render_call(proxy: Proxy, state: RolloutState, body: dict, plan: diale
         state.calls -= 1
         return exc.response()
     try:  # in flight until recorded (see Proxy._serve)
-        return await _complete(proxy, renderer, state, body, plan, rendered, comp_plan, version, t0)
+        return await _complete(proxy, renderer, state, body, plan, rendered, comp_plan, version, t0, wire)
     finally:
         proxy.gate.exit()
 
 
 async def _complete(proxy: Proxy, renderer: Any, state: RolloutState, body: dict, plan: dialect.Plan,
-                    rendered: Any, comp_plan: dialect.Plan, version: int, t0: float) -> Response:
+                    rendered: Any, comp_plan: dialect.Plan, version: int, t0: float,
+                    wire: tuple[ApiKind, dict] | None) -> Response:
+    from harnessrl.gateway.proxy import WIRE
+
+    rec_api, rec_body = wire or (ApiKind.CHAT, body)
     engine = None
     try:
         engine, resp = await proxy.open(state.id, ApiKind.COMPLETIONS, comp_plan)
@@ -69,10 +75,10 @@ async def _complete(proxy: Proxy, renderer: Any, state: RolloutState, body: dict
             resp.release()
             engine.outstanding -= 1
     except GatewayError as exc:
-        return await proxy._fail(state, ApiKind.CHAT, body, plan.sampling, exc, version, engine, t0)
+        return await proxy._fail(state, rec_api, rec_body, plan.sampling, exc, version, engine, t0)
     except STREAM_ERRORS as exc:
         err = UpstreamError(f"engine failed while answering: {exc}", status=502)
-        return await proxy._fail(state, ApiKind.CHAT, body, plan.sampling, err, version, engine, t0)
+        return await proxy._fail(state, rec_api, rec_body, plan.sampling, err, version, engine, t0)
     _, comp_choices = dialect.extract(ApiKind.COMPLETIONS, out)
     prompt = list(rendered.prompt_token_ids)
     choices, tokens_lp, messages = [], [], []
@@ -85,13 +91,16 @@ async def _complete(proxy: Proxy, renderer: Any, state: RolloutState, body: dict
     if comp_choices:
         renderer.remember(state.id, body, rendered, comp_choices[0].token_ids, messages[0])
     n_out = sum(len(c.token_ids) for c in comp_choices)
+    model = rec_body.get("model") or proxy.config.model_name
     resp_obj = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                "model": body.get("model") or proxy.config.model_name, "choices": choices,
+                "model": model, "choices": choices,
                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": n_out,
                           "total_tokens": len(prompt) + n_out}}
-    call = NewCall(rollout_id=state.id, api=ApiKind.CHAT, status=CallStatus.OK, request=body, response=resp_obj,
+    if wire is not None:
+        resp_obj = WIRE[rec_api].from_chat(resp_obj, model, rec_body)
+    call = NewCall(rollout_id=state.id, api=rec_api, status=CallStatus.OK, request=rec_body, response=resp_obj,
                    prompt_token_ids=prompt, choices=tokens_lp,
-                   policy_version=int(out.get("policy_version", version)), requested_model=body.get("model"),
+                   policy_version=int(out.get("policy_version", version)), requested_model=rec_body.get("model"),
                    sampling=plan.sampling, engine_id=engine.id if engine else None,
                    latency_s=time.perf_counter() - t0, fidelity=rendered.fidelity,
                    fidelity_reason=rendered.fidelity_reason)
@@ -102,7 +111,9 @@ async def _complete(proxy: Proxy, renderer: Any, state: RolloutState, body: dict
         return RolloutClosedError(str(exc)).response()
     proxy._account(state, [], tokens_lp)
     headers = {"x-harnessrl-call-index": str(index)}
-    if plan.stream:
+    if wire is not None and rec_body.get("stream"):
+        return Response(WIRE[rec_api].as_events(resp_obj), media_type="text/event-stream", headers=headers)
+    if wire is None and plan.stream:
         return Response(_as_sse(resp_obj, body), media_type="text/event-stream", headers=headers)
     return Response(orjson.dumps(resp_obj), media_type="application/json", headers=headers)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import openai
 import pytest
 
-from harnessrl.types import Fidelity
+from harnessrl.types import ApiKind, Fidelity
 
 pytest.importorskip("transformers")
 
@@ -32,6 +32,12 @@ def test_gateway_render_mode_sends_token_ids_and_records_them(make_gateway):
     prefix = first.prompt_token_ids + first.completion_token_ids
     assert second.prompt_token_ids[: len(prefix)] == prefix  # the sampled tokens were reused exactly
     assert second.fidelity in (Fidelity.EXACT, Fidelity.EXTENDED)
+    # the translated APIs are token-exact too: they reach the engine as token ids
+    out = c.responses.create(model="gpt-4.1", input="Hi", max_output_tokens=4)
+    assert out.status == "incomplete" and isinstance(gw.engine.requests[-1]["prompt"], list)
+    third = gw.store.get_calls(r.id)[2]
+    assert third.api == ApiKind.RESPONSES and third.prompt_token_ids == gw.engine.requests[-1]["prompt"]
+    assert third.response["object"] == "response" and len(third.completion_token_ids) == 4
 
 
 def test_render_mode_without_renderer_is_501(make_gateway, monkeypatch):

@@ -143,3 +143,74 @@ def test_a_rollout_closed_through_one_gateway_is_closed_for_the_other(pg_url, en
         assert [c.index for c in store.get_calls(r["rollout_id"])] == [0, 1]
     finally:
         store.close()
+
+
+@pytest.mark.timeout(240)
+def test_sigkill_one_gateway_the_other_carries_on(pg_url, engine_server, start_gateway):
+    """Behind one address, losing a gateway loses no answered call, and the survivor numbers on densely."""
+    gateways = [start_gateway(pg_url, engine_server.url), start_gateway(pg_url, engine_server.url)]
+    victim, survivor = gateways
+    rollouts = [
+        httpx.post(f"{victim.url}/admin/rollouts", headers=victim.admin, json={"task_id": f"t{i}", "group_id": "g"}).json()
+        for i in range(4)
+    ]  # fmt: skip
+    answered: list[tuple[str, str, str, int | None]] = []  # (rollout, marker, content, index)
+    killed = asyncio.Event()
+
+    async def worker(http: aiohttp.ClientSession, r: dict, k: int) -> None:
+        headers = {"Authorization": f"Bearer {r['api_key']}"}
+        for i in range(40):
+            gw = survivor if killed.is_set() or (i + k) % 2 else victim
+            marker = f"{r['rollout_id']} w{k} #{i}"
+            stream = i % 3 == 0
+            body = {"model": "m", "messages": [{"role": "user", "content": marker}], "stream": stream}
+            try:
+                async with http.post(f"{gw.url}/r/{r['rollout_id']}/v1/chat/completions", json=body,
+                                     headers=headers) as resp:  # fmt: skip
+                    assert resp.status == 200, await resp.text()
+                    if stream:
+                        parts, done = [], False
+                        async for line in resp.content:
+                            if line.startswith(b"data: [DONE]"):
+                                done = True
+                            elif line.startswith(b"data: "):
+                                parts.append(orjson.loads(line[6:])["choices"][0]["delta"].get("content") or "")
+                        if done:
+                            answered.append((r["rollout_id"], marker, "".join(parts), None))
+                    else:
+                        data = orjson.loads(await resp.read())
+                        answered.append((r["rollout_id"], marker, data["choices"][0]["message"]["content"],
+                                         int(resp.headers["x-harnessrl-call-index"])))  # fmt: skip
+            except (aiohttp.ClientError, OSError, ValueError):
+                assert gw is victim, "the surviving gateway failed a request"
+
+    async def killer() -> None:
+        while len(answered) < 60:
+            await asyncio.sleep(0.002)
+        victim.proc.kill()
+        killed.set()
+
+    async def run() -> None:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http:
+            await asyncio.gather(killer(), *(worker(http, r, k) for r in rollouts for k in range(3)))
+
+    asyncio.run(run())
+    assert victim.proc.wait(timeout=10) == -9
+    assert len(answered) >= 4 * 3 * 40 - 12  # at most the requests in flight at the kill went unanswered
+
+    store = open_store(pg_url)
+    try:
+        stored = {}
+        for r in rollouts:
+            calls = store.get_calls(r["rollout_id"])
+            assert [c.index for c in calls] == list(range(len(calls)))
+            for c in calls:
+                marker = c.request["messages"][-1]["content"]
+                assert marker not in stored, f"{marker!r} recorded twice"
+                stored[marker] = c
+        for _, marker, content, index in answered:
+            call = stored[marker]  # every answered call survived the crash
+            assert call.completion_token_ids == [*content.encode(), END]
+            assert index is None or call.index == index
+    finally:
+        store.close()

@@ -116,7 +116,7 @@ class KubernetesRunner(Runner):
                     )
                     return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, reason, started)
             except KubernetesApiError as exc:
-                reason = _explain(exc, self.k8s.namespace)
+                reason = _redact(_explain(exc, self.k8s.namespace), spec, self.k8s.secret_env)
                 return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, reason, started)
             handle = f"k8s:{self.k8s.namespace}/{name}"
             if not created:  # re-attached Jobs run beyond the concurrency cap rather than wait
@@ -192,6 +192,12 @@ class KubernetesRunner(Runner):
                     raise KubernetesApiError(
                         409, f"a Secret named {name} exists and belongs to another run or rollout"
                     ) from exc
+                # Left by a create that crashed half-way: give it this spec's key (a pod already
+                # running read its key at start and is not affected).
+                patch = {"stringData": secret["stringData"]}
+                await self._api.call(
+                    f"update Secret {name}", self._api.core.patch_namespaced_secret, name, ns, patch
+                )
         try:
             made = await self._api.call(f"create Job {name}", self._api.batch.create_namespaced_job, ns, job)
         except KubernetesApiError as exc:
@@ -199,7 +205,12 @@ class KubernetesRunner(Runner):
                 await self._delete_secret(name)
                 raise
             found = await self._api.call(f"read Job {name}", self._api.batch.read_namespaced_job, name, ns)
-            return found, False  # an earlier create that we never heard back from, or a foreign Job
+            if not is_ours(found, self.run_id, spec.rollout_id):
+                await self._delete_secret(name)  # ours (created or checked above), the Job is not
+                raise KubernetesApiError(
+                    409, f"a Job named {name} exists and belongs to another run or rollout"
+                ) from exc
+            return found, False  # an earlier create whose answer we never got: adopt it
         owner = owner_reference(made)
         if secret is not None and owner is not None:
             with contextlib.suppress(KubernetesApiError):  # without it the Secret is deleted at release
@@ -399,9 +410,18 @@ def _explain(exc: KubernetesApiError, namespace: str) -> str:
         403: f" The credentials need create/get/list/watch/delete on jobs and secrets and get/list on "
         f"pods and pods/log in namespace {namespace!r} (or a quota is exhausted).",
         404: f" Does namespace {namespace!r} exist?",
-        409: " An object with this attempt's name exists and is not this rollout's.",
+        409: " Delete it, or use another run id.",
     }.get(exc.status, "")
     return f"Kubernetes API error: {exc}.{hint}".replace("..", ".")
+
+
+def _redact(text: str, spec: AttemptSpec, names: list[str]) -> str:
+    """An API message may quote the object it refused (e.g. an env value): never pass a key on."""
+    for name in names:
+        value = spec.env.get(name)
+        if value:
+            text = text.replace(value, "[REDACTED]")
+    return text
 
 
 def _result(

@@ -46,6 +46,7 @@ class Fault:
     after: bool = False
     watch: bool | None = None
     event: bool = False
+    message: str | None = None
     hits: int = field(default=0)
 
     def matches(self, request: Any) -> bool:
@@ -76,7 +77,7 @@ class FaultyCluster(kmock.KubernetesEmulator):
             line = json.dumps({"type": "ERROR", "object": status}) + "\n"
             return aiohttp.web.Response(text=line, content_type="application/json")
         raise kmock.KubernetesError(
-            status=fault.status, reason="Injected", message=f"injected {fault.status}"
+            status=fault.status, reason="Injected", message=fault.message or f"injected {fault.status}"
         )
 
 
@@ -187,14 +188,15 @@ spec:
 
 def k8s_config(url: str, **over: Any) -> RunnerConfig:
     runner = {k: over.pop(k) for k in ("concurrency", "timeout_s", "command") if k in over}
-    k8s = KubernetesConfig(
-        api_server=url,
-        namespace=NS,
-        job_template=TEMPLATE,
-        api_retry_backoff_s=0.01,
-        api_timeout_s=5,
+    settings: dict[str, Any] = {
+        "api_server": url,
+        "namespace": NS,
+        "job_template": TEMPLATE,
+        "api_retry_backoff_s": 0.01,
+        "api_timeout_s": 5,
         **over,
-    )
+    }
+    k8s = KubernetesConfig(**settings)
     return RunnerConfig(kind="kubernetes", command=["python", "/app/agent.py"], kubernetes=k8s, **runner)
 
 

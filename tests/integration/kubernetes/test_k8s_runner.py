@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -226,17 +227,50 @@ async def test_restart_reattaches_instead_of_relaunching(cluster: Cluster) -> No
     await second.aclose()
 
 
-async def test_other_runs_job_with_the_same_name_is_not_ours(cluster: Cluster) -> None:
-    other = runner_for(cluster, run_id="another-run")
+@pytest.mark.parametrize("other_has_secret", [True, False])
+async def test_other_runs_job_with_the_same_name_is_not_ours(
+    cluster: Cluster, other_has_secret: bool
+) -> None:
+    other = runner_for(cluster, run_id="another-run", api_key_secret=other_has_secret)
     task = asyncio.create_task(other.run(spec(other.config, "r1")))
-    await cluster.wait_job(job_name("r1"))
+    name = job_name("r1")
+    await cluster.wait_job(name)
     ours = runner_for(cluster, run_id="run-1")
     result = await ours.run(spec(ours.config, "r1"))
-    assert result.failure_kind is FailureKind.INFRA and "belongs to another run" in (result.reason or "")
-    assert await cluster.job(job_name("r1")) is not None  # never deleted someone else's Job
+    assert result.failure_kind is FailureKind.INFRA
+    assert f"named {name} exists and belongs to another run" in (result.reason or "")
+    assert await cluster.job(name) is not None  # never deleted someone else's Job
+    secret = (await cluster.get(f"{SECRETS}/{name}"))[1]
+    if other_has_secret:  # theirs, untouched
+        assert secret["metadata"]["annotations"]["harnessrl.io/run-id"] == "another-run"
+    else:  # ours was made before the Job's 409, and removed with the failure
+        assert cluster.requests("POST", SECRETS) and secret.get("kind") == "Status"
     await other.aclose()
     assert (await task).status is RolloutStatus.CANCELLED
     await ours.aclose()
+
+
+async def test_leftover_secret_of_ours_gets_the_new_key(cluster: Cluster) -> None:
+    runner = runner_for(cluster)
+    name = job_name("r1")
+    stale = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "annotations": {"harnessrl.io/run-id": "run-1", "harnessrl.io/rollout-id": "r1"},
+        },
+        "stringData": {"OPENAI_API_KEY": "old-key"},
+    }
+    await cluster.create(SECRETS, stale)  # a controller crashed between the Secret and the Job
+    task = asyncio.create_task(runner.run(spec(runner.config, "r1")))
+    await cluster.wait_job(name)
+    secret = (await cluster.get(f"{SECRETS}/{name}"))[1]
+    assert secret["stringData"]["OPENAI_API_KEY"] == "key-r1-secret"
+    await cluster.finish(name, succeeded=1)
+    assert (await task).status is RolloutStatus.SUCCEEDED
+    await runner.aclose()
 
 
 async def test_invalid_template_422_is_infra(cluster: Cluster) -> None:
@@ -247,6 +281,36 @@ async def test_invalid_template_422_is_infra(cluster: Cluster) -> None:
     assert "422" in (result.reason or "") and "job template" in (result.reason or "")
     assert len(cluster.requests("POST", JOBS)) == 1  # not retried
     assert cluster.requests("DELETE", f"{SECRETS}/{job_name('r1')}")  # the key does not outlive it
+    await runner.aclose()
+
+
+async def test_api_messages_never_carry_the_key(cluster: Cluster) -> None:
+    message = 'Job.batch "x" is invalid: env[1].value: Invalid value: "key-r1-secret"'
+    cluster.km.faults.append(Fault("POST", JOBS, 422, message=message))
+    runner = runner_for(cluster, api_key_secret=False)
+    result = await runner.run(spec(runner.config, "r1"))
+    assert "[REDACTED]" in (result.reason or "") and "key-r1-secret" not in (result.reason or "")
+    await runner.aclose()
+
+
+async def test_kubeconfig_credentials(cluster: Cluster, tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        f"""
+apiVersion: v1
+kind: Config
+clusters: [{{name: mock, cluster: {{server: "{cluster.url}"}}}}]
+users: [{{name: me, user: {{token: user-token}}}}]
+contexts: [{{name: mock, context: {{cluster: mock, user: me}}}}]
+current-context: mock
+"""
+    )
+    runner = runner_for(cluster, api_server=None, auth="kubeconfig", kubeconfig=str(kubeconfig))
+    task = asyncio.create_task(runner.run(spec(runner.config, "r1")))
+    await cluster.wait_job(job_name("r1"))
+    assert cluster.requests("POST", JOBS)[0].headers.get("Authorization") == "Bearer user-token"
+    await cluster.finish(job_name("r1"), succeeded=1)
+    assert (await task).status is RolloutStatus.SUCCEEDED
     await runner.aclose()
 
 

@@ -380,6 +380,10 @@ async def test_creation_rate_limit(cluster: Cluster) -> None:
     creates = [t for t, method, path in cluster.km.arrivals if method == "POST" and path == SECRETS]
     assert len(creates) == 3
     assert creates[2] - creates[0] >= 0.3  # 1 at once, then 5/s: two gaps of 0.2 s
+    watches = [r for r in cluster.requests("GET", JOBS) if r.params.get("watch")]
+    assert len(watches) == 1  # one watch for the run, not one per attempt (and no polling)
+    selector = watches[0].params["labelSelector"]
+    assert selector == "app.kubernetes.io/managed-by=harnessrl,harnessrl.io/run=run-1"
     for i in range(3):
         await cluster.finish(job_name(f"r{i}"), succeeded=1)
     assert all(r.status is RolloutStatus.SUCCEEDED for r in await asyncio.gather(*tasks))
@@ -399,3 +403,20 @@ async def test_concurrency_caps_existing_jobs(cluster: Cluster) -> None:
     await cluster.finish(job_name("r2"), succeeded=1)
     assert (await second).status is RolloutStatus.SUCCEEDED
     await runner.aclose()
+
+
+async def test_no_end_after_deadline_and_grace_deletes_the_job(cluster: Cluster) -> None:
+    runner = runner_for(cluster, timeout_s=0.3, deadline_grace_s=0.3)  # a Job controller that never acts
+    result = await runner.run(spec(runner.config, "r1"))
+    assert result.failure_kind is FailureKind.INFRA and "reported no end" in (result.reason or "")
+    assert await cluster.job(job_name("r1")) is None
+    await runner.aclose()
+
+
+async def test_aclose_deletes_active_jobs(cluster: Cluster) -> None:
+    runner = runner_for(cluster)
+    task = asyncio.create_task(runner.run(spec(runner.config, "r1")))
+    await cluster.wait_job(job_name("r1"))
+    await runner.aclose()
+    assert (await task).status is RolloutStatus.CANCELLED
+    assert await cluster.job(job_name("r1")) is None

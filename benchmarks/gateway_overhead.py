@@ -199,7 +199,7 @@ def measure(target: Target, n1: int, n32: int, engine_pid: int) -> dict:
         c0 = cpu_s(pid)
         lat, wall = asyncio.run(run_load(target, conc, n))
         out[conc] = {"p50": statistics.median(lat) * 1e3, "p99": pct(lat, 0.99) * 1e3, "rps": len(lat) / wall,
-                     "n": n, "cpu_ms": (cpu_s(pid) - c0) * 1e3 / n}
+                     "n": n, "cpu_ms": (cpu_s(pid) - c0) * 1e3 / n, "rss_kb": rss_kb(pid)}
     out["rss_after_kb"] = rss_kb(pid)
     out["calls"] = 100 + n1 + n32
     return out
@@ -269,10 +269,12 @@ def report(results: list[dict]) -> None:
     print()
     print(f"load average during the run: {os.getloadavg()[0]:.1f} (on a shared machine latency varies)")
     for r in results[1:]:
-        grow = (r["rss_after_kb"] - r["rss_before_kb"]) * 1024 / max(1, r["calls"] - 100)
-        rec = f", recorded {r['recorded']}/{r['calls']} calls durably" if "recorded" in r else ", nothing persisted"
-        print(f"{r['name']}: RSS {r['rss_before_kb'] / 1024:.1f} MiB -> {r['rss_after_kb'] / 1024:.1f} MiB "
-              f"({grow / 1024:+.2f} KB per call){rec}")
+        grow = (r["rss_after_kb"] - r["rss_before_kb"]) / max(1, r["calls"] - 100)
+        steady = (r[32]["rss_kb"] - r[1]["rss_kb"]) / r[32]["n"]
+        rec = f"; recorded {r['recorded']}/{r['calls']} calls durably" if "recorded" in r else "; nothing persisted"
+        print(f"{r['name']}: RSS {r['rss_before_kb'] / 1024:.1f} -> {r[1]['rss_kb'] / 1024:.1f} (after c=1) -> "
+              f"{r['rss_after_kb'] / 1024:.1f} MiB; {grow:+.2f} KB per call overall, {steady:+.2f} KB per call "
+              f"during the c=32 phase{rec}")
     by = {r["name"]: r for r in results}
     if "harnessrl" in by and "agentlightning" in by:
         h, a = by["harnessrl"], by["agentlightning"]

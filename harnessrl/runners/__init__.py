@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from harnessrl.runners.base import OnStart, Runner, RunnerError
-from harnessrl.runners.config import RunnerConfig
+from harnessrl.runners.config import KubernetesConfig, RunnerConfig
 from harnessrl.runners.spec import AttemptResult, AttemptSpec, TaskAssets, make_attempt_spec
 
 __all__ = [
     "AttemptResult",
     "AttemptSpec",
+    "KubernetesConfig",
     "OnStart",
     "Runner",
     "RunnerConfig",

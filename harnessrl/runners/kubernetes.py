@@ -25,7 +25,6 @@ from harnessrl.runners.base import OnStart, Runner, RunnerError
 from harnessrl.runners.config import RunnerConfig
 from harnessrl.runners.k8s_api import Api, KubernetesApiError, TokenBucket, make_api_client
 from harnessrl.runners.k8s_manifest import (
-    JOB_NAME_LABELS,
     ROLLOUT_ANNOTATION,
     build_objects,
     harness_container,
@@ -35,7 +34,8 @@ from harnessrl.runners.k8s_manifest import (
     owner_reference,
     run_selector,
 )
-from harnessrl.runners.k8s_status import JobOutcome, classify, condition
+from harnessrl.runners.k8s_results import explain, infra_result, log_tail, newest_pod, outcome_result, redact
+from harnessrl.runners.k8s_status import classify, condition
 from harnessrl.runners.k8s_watch import JobWatcher
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.types import FailureKind, RolloutStatus
@@ -105,7 +105,7 @@ class KubernetesRunner(Runner):
                     if held:
                         await _wait_or_cancel(self._bucket.acquire(), cancel)
                     if cancel.is_set():
-                        return _result(
+                        return infra_result(
                             spec, RolloutStatus.CANCELLED, FailureKind.INFRA, "cancelled before start"
                         )
                     job, created = await self._launch(spec, name)
@@ -114,10 +114,10 @@ class KubernetesRunner(Runner):
                         f"a Job named {name} already exists in namespace {self.k8s.namespace} and belongs "
                         "to another run or rollout; delete it or use another run id"
                     )
-                    return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, reason, started)
+                    return infra_result(spec, RolloutStatus.FAILED, FailureKind.INFRA, reason, started)
             except KubernetesApiError as exc:
-                reason = _redact(_explain(exc, self.k8s.namespace), spec, self.k8s.secret_env)
-                return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, reason, started)
+                reason = redact(explain(exc, self.k8s.namespace), spec, self.k8s.secret_env)
+                return infra_result(spec, RolloutStatus.FAILED, FailureKind.INFRA, reason, started)
             handle = f"k8s:{self.k8s.namespace}/{name}"
             if not created:  # re-attached Jobs run beyond the concurrency cap rather than wait
                 logger.info("rollout %s: attached to existing Job %s", spec.rollout_id, name)
@@ -241,7 +241,7 @@ class KubernetesRunner(Runner):
         if cancel.is_set() and not terminal.done():
             terminal.cancel()
             await self._delete(name)
-            return _result(
+            return infra_result(
                 spec,
                 RolloutStatus.CANCELLED,
                 FailureKind.INFRA,
@@ -251,7 +251,7 @@ class KubernetesRunner(Runner):
             )
         job = terminal.result() if terminal.done() else await self._overdue(name, terminal)
         if job is None:
-            return _result(
+            return infra_result(
                 spec,
                 RolloutStatus.FAILED,
                 FailureKind.INFRA,
@@ -260,7 +260,7 @@ class KubernetesRunner(Runner):
                 handle,
             )
         if isinstance(job, str):
-            return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, job, started, handle)
+            return infra_result(spec, RolloutStatus.FAILED, FailureKind.INFRA, job, started, handle)
         return await self._finish(spec, name, handle, job, started, created)
 
     async def _overdue(self, name: str, terminal: asyncio.Future[JsonDict | None]) -> JsonDict | str | None:
@@ -287,7 +287,8 @@ class KubernetesRunner(Runner):
         self, spec: AttemptSpec, name: str, handle: str, job: JsonDict, started: float, created: bool
     ) -> AttemptResult:
         assert self._watcher is not None
-        pod = await self._pod(name)
+        assert self._api is not None
+        pod = await newest_pod(self._api, self.k8s.namespace, name)
         outcome = classify(
             job,
             pod,
@@ -296,53 +297,16 @@ class KubernetesRunner(Runner):
             seen_ready=name in self._watcher.ready_seen,
             seen_from_creation=created,
         )
-        logs, log_bytes, note = await self._logs(pod)
+        tail = await log_tail(
+            self._api,
+            self.k8s.namespace,
+            pod,
+            self._container,
+            self.k8s.log_tail_lines,
+            self.config.max_log_bytes,
+        )
         logger.info("rollout %s: %s (%s)", spec.rollout_id, outcome.status, outcome.reason or "exit 0")
-        return _outcome_result(spec, outcome, handle, started, logs, log_bytes, note)
-
-    async def _pod(self, name: str) -> JsonDict | None:
-        """The Job's newest pod, if any is left (TTL and the Job controller may have removed it)."""
-        assert self._api is not None
-        selector = f"{JOB_NAME_LABELS[0]}={name}"
-        try:
-            body = await self._api.call(
-                f"list pods of Job {name}",
-                self._api.core.list_namespaced_pod,
-                self.k8s.namespace,
-                label_selector=selector,
-            )
-        except KubernetesApiError as exc:
-            logger.warning("cannot read the pod of Job %s: %s", name, exc)
-            return None
-        pods = [
-            p
-            for p in body.get("items") or []
-            if any(((p.get("metadata") or {}).get("labels") or {}).get(k) == name for k in JOB_NAME_LABELS)
-        ]
-        pods.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
-        return pods[-1] if pods else None
-
-    async def _logs(self, pod: JsonDict | None) -> tuple[str, int, str]:
-        """(tail of the harness container's log, its size in bytes, a note when unavailable)."""
-        if pod is None:
-            return "", 0, "harnessrl: no pod left to read logs from\n"
-        assert self._api is not None
-        pod_name = pod["metadata"]["name"]
-        try:
-            data: bytes = await self._api.call(
-                f"read log of pod {pod_name}",
-                self._api.core.read_namespaced_pod_log,
-                pod_name,
-                self.k8s.namespace,
-                container=self._container,
-                tail_lines=self.k8s.log_tail_lines,
-                raw=True,
-            )
-        except KubernetesApiError as exc:
-            return "", 0, f"harnessrl: pod logs unavailable: {exc}\n"
-        cap = self.config.max_log_bytes
-        tail = data[-cap:] if cap else b""
-        return tail.decode("utf-8", errors="replace"), len(data), ""
+        return outcome_result(spec, outcome, handle, started, tail)
 
     async def _delete(self, name: str) -> None:
         if self._api is None:
@@ -400,75 +364,3 @@ async def _wait_or_cancel(awaitable: Any, cancel: asyncio.Event, undo: Any = Non
             undo()
             done = False
     return done
-
-
-def _explain(exc: KubernetesApiError, namespace: str) -> str:
-    """The API's message plus what to do about it."""
-    hint = {
-        422: " Fix the [runner.kubernetes] job template: Kubernetes refused the Job as invalid.",
-        400: " Fix the [runner.kubernetes] job template.",
-        403: f" The credentials need create/get/list/watch/delete on jobs and secrets and get/list on "
-        f"pods and pods/log in namespace {namespace!r} (or a quota is exhausted).",
-        404: f" Does namespace {namespace!r} exist?",
-        409: " Delete it, or use another run id.",
-    }.get(exc.status, "")
-    return f"Kubernetes API error: {exc}.{hint}".replace("..", ".")
-
-
-def _redact(text: str, spec: AttemptSpec, names: list[str]) -> str:
-    """An API message may quote the object it refused (e.g. an env value): never pass a key on."""
-    for name in names:
-        value = spec.env.get(name)
-        if value:
-            text = text.replace(value, "[REDACTED]")
-    return text
-
-
-def _result(
-    spec: AttemptSpec,
-    status: RolloutStatus,
-    kind: FailureKind | None,
-    reason: str,
-    started: float | None = None,
-    handle: str | None = None,
-) -> AttemptResult:
-    if kind is FailureKind.INFRA:
-        logger.warning("rollout %s: %s (%s)", spec.rollout_id, status, reason)
-    return AttemptResult(
-        rollout_id=spec.rollout_id,
-        status=status,
-        failure_kind=kind,
-        reason=reason,
-        exit_code=None,
-        timed_out=False,
-        stdout="",
-        stderr="",
-        stdout_bytes=0,
-        stderr_bytes=0,
-        duration_s=0.0 if started is None else time.monotonic() - started,
-        attempt_dir=None,
-        workdir=None,
-        handle=handle,
-    )
-
-
-def _outcome_result(
-    spec: AttemptSpec, outcome: JobOutcome, handle: str, started: float, logs: str, log_bytes: int, note: str
-) -> AttemptResult:
-    """Kubernetes merges stdout and stderr into one log: it is ``stdout``; ``stderr`` has our notes."""
-    return AttemptResult(
-        rollout_id=spec.rollout_id,
-        status=outcome.status,
-        failure_kind=outcome.failure_kind,
-        reason=outcome.reason,
-        exit_code=outcome.exit_code,
-        timed_out=outcome.timed_out,
-        stdout=logs,
-        stderr=note,
-        stdout_bytes=log_bytes,
-        stderr_bytes=len(note.encode()),
-        duration_s=time.monotonic() - started,
-        attempt_dir=None,
-        workdir=None,
-        handle=handle,
-    )

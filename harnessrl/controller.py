@@ -72,6 +72,23 @@ class AdminClient:
         out: dict[str, Any] = r.json()
         return out
 
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        r = await self._client.post(path, json=body, timeout=None if path == "/admin/pause" else 60.0)
+        if r.status_code != 200:
+            raise StoreError(f"gateway admin call {path} failed ({r.status_code}): {r.text[:300]}")
+        out: dict[str, Any] = r.json()
+        return out
+
+    async def pause(self, timeout_s: float = 600.0) -> dict[str, Any]:
+        """New harness calls wait; returns once in-flight calls have drained (or the timeout passed)."""
+        return await self._post("/admin/pause", {"timeout_s": timeout_s})
+
+    async def resume(self) -> dict[str, Any]:
+        return await self._post("/admin/resume", {})
+
+    async def set_policy_version(self, version: int) -> dict[str, Any]:
+        return await self._post("/admin/policy_version", {"version": version})
+
     async def close(self) -> None:
         await self._client.aclose()
 
@@ -218,17 +235,28 @@ class Controller:
         return result
 
     # -- training -------------------------------------------------------------------------------------
-    async def train_step(self, step: int) -> StepReport:
+    async def train_step(self, step: int, collected: asyncio.Task[list[Rollout]] | None = None) -> StepReport:
+        """Train on ``step``'s rollouts (collected now, or by ``collected`` started earlier in async mode)."""
         from harnessrl.training import batch_from_store
 
+        assert self.admin is not None
         trainer = self.stack.trainer
         t0 = time.perf_counter()
-        rollouts = await self.collect_step(step)
+        rollouts = await (collected if collected is not None else self.collect_step(step))
+        rollouts, stale = self._drop_stale(rollouts, trainer.policy_version)
         t1 = time.perf_counter()
         batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
+        batch.counts["rollouts_stale_dropped"] += stale
         metrics = await asyncio.to_thread(trainer.step, batch)
         t2 = time.perf_counter()
-        version = await asyncio.to_thread(trainer.publish)  # the engine serves the new weights from here on
+        # Weight swap: harness calls arriving now wait in the gateway (no 429 to survive), in-flight ones
+        # finish on the old weights; every call after resume is stamped with the new version.
+        await self.admin.pause()
+        try:
+            version = await asyncio.to_thread(trainer.publish)
+            await self.admin.set_policy_version(version)
+        finally:
+            await self.admin.resume()
         ckpt = await asyncio.to_thread(save_checkpoint_atomic, trainer, self.config.run_dir, step)
         record_policy_version(self.store, version, ckpt, self.run_id, step)
         t3 = time.perf_counter()
@@ -242,8 +270,17 @@ class Controller:
             seconds={"rollouts": t1 - t0, "train": t2 - t1, "publish": t3 - t2}, metrics=metrics)
         self._event("step", step=step, policy_version=version, rollouts=report.rollouts,
                     failed=report.failed, infra=report.infra, reward_mean=report.reward_mean,
-                    seconds=report.seconds)
+                    stale_dropped=stale, seconds=report.seconds)
         return report
+
+    def _drop_stale(self, rollouts: list[Rollout], trainer_version: int) -> tuple[list[Rollout], int]:
+        """Async mode: whole groups launched more than ``max_staleness`` versions ago are not trained."""
+        if self.config.run.mode != "async":
+            return rollouts, 0
+        limit = self.config.run.max_staleness
+        stale_groups = {r.group_id for r in rollouts if trainer_version - r.policy_version > limit}
+        kept = [r for r in rollouts if r.group_id not in stale_groups]
+        return kept, len(rollouts) - len(kept)
 
 
 def save_checkpoint_atomic(trainer: Any, run_dir: Path, step: int) -> Path:

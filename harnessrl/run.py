@@ -16,6 +16,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -109,8 +110,14 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
                     baseline = await ctl.evaluate(0)
                     console.print(f"eval v0: held-out reward {_fmt(baseline.mean_reward)} "
                                   f"({baseline.tasks} tasks, {time.perf_counter() - t:.0f}s)")
+                # async mode: the next `max_staleness` steps' rollouts run while this step trains
+                ahead = config.run.max_staleness if config.run.mode == "async" else 0
+                pending: dict[int, asyncio.Task[Any]] = {}
                 for step in range(done + 1, config.run.steps + 1):
-                    rep = await ctl.train_step(step)
+                    for s in range(step, min(step + ahead, config.run.steps) + 1):
+                        if s not in pending:
+                            pending[s] = asyncio.create_task(ctl.collect_step(s))
+                    rep = await ctl.train_step(step, pending.pop(step))
                     m = rep.metrics
                     console.print(
                         f"step {step}/{config.run.steps}: reward {_fmt(rep.reward_mean)} | rollouts "

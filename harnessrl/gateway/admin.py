@@ -15,6 +15,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from harnessrl.gateway.dialect import PINNABLE
 from harnessrl.gateway.errors import BadRequest, Forbidden, GatewayError, NotFoundError, Unauthorized
 from harnessrl.gateway.proxy import api_key, read_json
 from harnessrl.gateway.rollouts import RolloutState, hash_key, new_api_key
@@ -83,15 +84,22 @@ class AdminApi:
             raise BadRequest("'input' must be an object")
         if body.get("step") is not None and type(body["step"]) is not int:
             raise BadRequest("'step' must be an integer")
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise BadRequest("'metadata' must be an object")
+        sampling = metadata.get("sampling", {})
+        if not isinstance(sampling, dict) or not set(sampling) <= PINNABLE:
+            raise BadRequest(f"'metadata.sampling' pins sampling for the rollout: an object with keys among "
+                             f"{sorted(PINNABLE)}")
         key = new_api_key()
         rollout = await asyncio.to_thread(
             self.gw.store.create_rollout,
             task_id=body["task_id"], input=body.get("input") or {}, group_id=body["group_id"],
             api_key_hash=hash_key(key), policy_version=self.gw.gate.policy_version,
-            run_id=body.get("run_id"), step=body.get("step"), metadata=body.get("metadata") or {},
+            run_id=body.get("run_id"), step=body.get("step"), metadata=metadata,
             rollout_id=body.get("rollout_id"),
         )
-        self.gw.registry.add(RolloutState(id=rollout.id, key_hash=hash_key(key)))
+        self.gw.registry.add(RolloutState(id=rollout.id, key_hash=hash_key(key), sampling=dict(sampling)))
         base = self.gw.public_url(request)
         out = rollout_json(rollout)
         out.update(rollout_id=rollout.id, api_key=key, base_url=f"{base}/r/{rollout.id}/v1",

@@ -19,6 +19,9 @@ SAMPLING_KEYS = (
     "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "seed", "n", "max_tokens", "stop", "stop_token_ids", "logit_bias",
 )
+#: Parameters that change the sampling distribution: a rollout's creator may pin them (``metadata.sampling``).
+PINNABLE = frozenset({"temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+                      "repetition_penalty", "seed"})
 #: Fields the engine adds that a standard client does not expect.
 _TOP_EXTRAS = ("prompt_token_ids", "prompt_logprobs", "kv_transfer_params", "policy_version")
 _CHOICE_TOKEN_EXTRAS = ("token_ids", "prompt_token_ids")
@@ -69,7 +72,7 @@ def validate(api: ApiKind, body: Any) -> None:
 
 
 def plan(api: ApiKind, body: dict, config: GatewayConfig, engine_model: str | None,
-         tokens_left: int) -> Plan:
+         tokens_left: int, pinned: dict[str, Any] | None = None) -> Plan:
     """Build the engine request: limits applied, pinned sampling forced, token ids and logprobs on."""
     limits = config.limits
     n = body.get("n") or 1
@@ -90,6 +93,7 @@ def plan(api: ApiKind, body: dict, config: GatewayConfig, engine_model: str | No
     up.pop("max_completion_tokens", None)
     up["max_tokens"] = max_tokens
     up.update(config.pinned_sampling)
+    up.update(pinned or {})
     if engine_model is not None:
         up["model"] = engine_model
     up["return_token_ids"] = True

@@ -104,7 +104,7 @@ class Proxy:
                     f"the rollout's call budget ({limits.max_calls_per_rollout} calls) is used up",
                     code="rollout_call_budget")
             plan = dialect.plan(api, body, self.config, self.config.engine_model,
-                                limits.max_tokens_per_rollout - state.tokens)
+                                limits.max_tokens_per_rollout - state.tokens, state.sampling)
         except LimitExceeded as exc:
             return await self._fail(state, rec_api, rec_body, {}, exc, self.gate.policy_version, None, t0)
         if self.config.render_mode == "gateway" and api == ApiKind.CHAT:

@@ -13,6 +13,7 @@ import secrets
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from harnessrl.gateway.errors import Forbidden, NotFoundError, RolloutClosedError, Unauthorized
 from harnessrl.store.base import NotFound, Store
@@ -22,6 +23,12 @@ from harnessrl.types import Call
 HISTORY = 4
 #: Live rollouts kept in memory; older ones are reloaded from the store on demand.
 MAX_CACHED = 50_000
+
+
+def pinned_sampling(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The ``sampling`` object of a rollout's metadata (validated at creation), or nothing."""
+    value = metadata.get("sampling")
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def new_api_key() -> str:
@@ -40,6 +47,9 @@ class RolloutState:
     calls: int = 0  # calls admitted (reserved at start)
     tokens: int = 0  # completion tokens sampled
     history: deque[list[int]] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    #: Sampling parameters pinned for this rollout by whoever created it (e.g. greedy for evaluation);
+    #: they override the harness's own and the gateway-wide ``pinned_sampling``.
+    sampling: dict[str, Any] = field(default_factory=dict)
 
 
 class RolloutRegistry:
@@ -102,7 +112,8 @@ class RolloutRegistry:
             key_hash = self._store.rollout_key_hash(rollout_id)
         except NotFound:
             raise NotFoundError(f"unknown rollout {rollout_id!r}; create it with POST /admin/rollouts") from None
-        state = RolloutState(id=rollout_id, key_hash=key_hash, closed=rollout.status.terminal)
+        state = RolloutState(id=rollout_id, key_hash=key_hash, closed=rollout.status.terminal,
+                             sampling=pinned_sampling(rollout.metadata))
         if not state.closed:
             calls = self._store.get_calls(rollout_id)
             if self.on_load is not None and calls:

@@ -70,6 +70,14 @@ class NewCall:
     fidelity_reason: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RolloutStats:
+    """What a table of rollouts shows beyond the rollout row: how many calls, which rewards."""
+
+    calls: int
+    rewards: list[Reward]
+
+
 class Store(abc.ABC):
     """Durable record of runs, tasks, rollouts, calls, rewards and policy versions."""
 
@@ -136,7 +144,24 @@ class Store(abc.ABC):
         step: int | None = None,
         limit: int = 100,
         offset: int = 0,
-    ) -> list[Rollout]: ...
+        task_id: str | None = None,
+        failure_kind: FailureKind | None = None,
+    ) -> list[Rollout]:
+        """Rollouts oldest first, filtered by every given field; paged with ``limit``/``offset``."""
+
+    def rollout_stats(self, rollout_ids: Sequence[str]) -> dict[str, RolloutStats]:
+        """Call counts and rewards of many rollouts at once (a dashboard page), without decoding tokens.
+
+        Unknown ids are absent from the result. Drivers override this with two set queries; this
+        fallback is correct but decodes every call.
+        """
+        out: dict[str, RolloutStats] = {}
+        for rid in rollout_ids:
+            try:
+                out[rid] = RolloutStats(len(self.get_calls(rid)), self.get_rewards(rid))
+            except NotFound:
+                continue
+        return out
 
     # -- calls ----------------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -38,7 +38,15 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 
-from harnessrl.store.base import AlreadyExists, NewCall, NotFound, RolloutClosed, Store, StoreError
+from harnessrl.store.base import (
+    AlreadyExists,
+    NewCall,
+    NotFound,
+    RolloutClosed,
+    RolloutStats,
+    Store,
+    StoreError,
+)
 from harnessrl.store.rows import (
     CALL_COLUMNS,
     SEQ_COLUMNS,
@@ -354,15 +362,19 @@ class PostgresStore(Store):
         step: int | None = None,
         limit: int = 100,
         offset: int = 0,
+        task_id: str | None = None,
+        failure_kind: FailureKind | None = None,
     ) -> list[Rollout]:
         """Rollouts oldest first; every filter combination is served by an index of ``schema.py``."""
         if limit < 0 or offset < 0:
             raise ValueError("limit and offset must be >= 0")
         where, args = [], []
-        for column, value in (("run_id", run_id), ("status", status), ("step", step)):
+        filters = (("run_id", run_id), ("status", status), ("step", step), ("task_id", task_id),
+                   ("failure_kind", failure_kind))
+        for column, value in filters:
             if value is not None:
                 where.append(f"{column} = %s")
-                args.append(str(value) if column == "status" else value)
+                args.append(str(value) if column in ("status", "failure_kind") else value)
         sql = f"SELECT {ROLLOUT_COLUMNS} FROM rollouts"
         if where:
             sql += " WHERE " + " AND ".join(where)
@@ -496,6 +508,23 @@ class PostgresStore(Store):
         return [
             Reward(r["rollout_id"], r["value"], r["name"], r["call_index"], r["created_at"]) for r in rows
         ]
+
+    def rollout_stats(self, rollout_ids: Sequence[str]) -> dict[str, RolloutStats]:
+        """Three indexed set queries (primary keys of calls and rewards)."""
+        ids = list(dict.fromkeys(rollout_ids))
+        counts: dict[str, int] = {}
+        rewards: dict[str, list[Reward]] = {}
+        with self._read() as conn:
+            for row in conn.execute("SELECT id FROM rollouts WHERE id = ANY(%s)", (ids,)):
+                counts[row["id"]], rewards[row["id"]] = 0, []
+            sql = "SELECT rollout_id, COUNT(*) AS n FROM calls WHERE rollout_id = ANY(%s) GROUP BY rollout_id"
+            for row in conn.execute(sql, (ids,)):
+                counts[row["rollout_id"]] = row["n"]
+            sql = "SELECT * FROM rewards WHERE rollout_id = ANY(%s) ORDER BY rollout_id, reward_index"
+            for r in conn.execute(sql, (ids,)):
+                rewards[r["rollout_id"]].append(
+                    Reward(r["rollout_id"], r["value"], r["name"], r["call_index"], r["created_at"]))
+        return {rid: RolloutStats(counts[rid], rewards[rid]) for rid in ids if rid in counts}
 
     # -- policy versions ------------------------------------------------------------------------------
     def add_policy_version(

@@ -19,10 +19,14 @@ from typing import Literal
 Dialect = Literal["sqlite", "postgresql"]
 
 #: Bump when the tables change and add the step to ``MIGRATIONS``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: ``MIGRATIONS[v]`` upgrades a database from version ``v`` to ``v + 1``.
-MIGRATIONS: dict[int, list[str]] = {}
+_TASK_INDEX = "CREATE INDEX IF NOT EXISTS rollouts_by_task ON rollouts (run_id, task_id, created_at, id)"
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [_TASK_INDEX],  # the dashboard filters a run's rollouts by task
+}
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -70,6 +74,7 @@ CREATE INDEX IF NOT EXISTS rollouts_by_run_step ON rollouts (run_id, step, creat
 CREATE INDEX IF NOT EXISTS rollouts_by_status ON rollouts (status, created_at, id);
 CREATE INDEX IF NOT EXISTS rollouts_by_step ON rollouts (step, created_at, id);
 CREATE INDEX IF NOT EXISTS rollouts_by_group ON rollouts (group_id);
+{task_index};
 CREATE TABLE IF NOT EXISTS calls (
     rollout_id TEXT NOT NULL REFERENCES rollouts (id),
     call_index INTEGER NOT NULL,
@@ -120,5 +125,5 @@ CREATE INDEX IF NOT EXISTS policy_versions_by_run ON policy_versions (run_id, ve
 def ddl(dialect: Dialect) -> list[str]:
     """The CREATE statements for ``dialect``, one per list item (idempotent: IF NOT EXISTS)."""
     blob = {"sqlite": "BLOB", "postgresql": "BYTEA"}[dialect]
-    text = _TABLES.replace("{blob}", blob)
+    text = _TABLES.replace("{blob}", blob).replace("{task_index}", _TASK_INDEX)
     return [stmt.strip() for stmt in text.split(";") if stmt.strip()]

@@ -36,6 +36,7 @@ from harnessrl.store.base import (
     NewCall,
     NotFound,
     RolloutClosed,
+    RolloutStats,
     Store,
     StoreError,
 )
@@ -322,15 +323,19 @@ class SqliteStore(Store):
         step: int | None = None,
         limit: int = 100,
         offset: int = 0,
+        task_id: str | None = None,
+        failure_kind: FailureKind | None = None,
     ) -> list[Rollout]:
         """Rollouts oldest first; every filter combination is served by an index of ``schema.py``."""
         if limit < 0 or offset < 0:
             raise ValueError("limit and offset must be >= 0")
         where, args = [], []
-        for column, value in (("run_id", run_id), ("status", status), ("step", step)):
+        filters = (("run_id", run_id), ("status", status), ("step", step), ("task_id", task_id),
+                   ("failure_kind", failure_kind))
+        for column, value in filters:
             if value is not None:
                 where.append(f"{column} = ?")
-                args.append(str(value) if column == "status" else value)
+                args.append(str(value) if column in ("status", "failure_kind") else value)
         sql = f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts"
         if where:
             sql += " WHERE " + " AND ".join(where)
@@ -451,6 +456,26 @@ class SqliteStore(Store):
         return [
             Reward(r["rollout_id"], r["value"], r["name"], r["call_index"], r["created_at"]) for r in rows
         ]
+
+    def rollout_stats(self, rollout_ids: Sequence[str]) -> dict[str, RolloutStats]:
+        """Three indexed set queries per chunk of ids (primary keys of calls and rewards)."""
+        ids = list(dict.fromkeys(rollout_ids))
+        counts: dict[str, int] = {}
+        rewards: dict[str, list[Reward]] = {}
+        with self._read() as conn:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i:i + 500]
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(f"SELECT id FROM rollouts WHERE id IN ({marks})", chunk):
+                    counts[row[0]], rewards[row[0]] = 0, []
+                sql = f"SELECT rollout_id, COUNT(*) FROM calls WHERE rollout_id IN ({marks}) GROUP BY rollout_id"
+                for rid, n in conn.execute(sql, chunk):
+                    counts[rid] = n
+                sql = f"SELECT * FROM rewards WHERE rollout_id IN ({marks}) ORDER BY rollout_id, reward_index"
+                for r in conn.execute(sql, chunk):
+                    rewards[r["rollout_id"]].append(
+                        Reward(r["rollout_id"], r["value"], r["name"], r["call_index"], r["created_at"]))
+        return {rid: RolloutStats(counts[rid], rewards[rid]) for rid in ids if rid in counts}
 
     # -- policy versions ------------------------------------------------------------------------------
     def add_policy_version(

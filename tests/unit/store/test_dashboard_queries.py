@@ -1,0 +1,45 @@
+"""Store queries the dashboard pages rely on: task / failure-kind filters and batched rollout stats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from harnessrl.store import Store
+from harnessrl.types import FailureKind
+from harnessrl.types import RolloutStatus as S
+
+from ._helpers import make_call
+
+
+def test_task_and_failure_kind_filters(store: Store, new_rollout: Callable[..., str]) -> None:
+    run = store.create_run("r", {}).id
+    made = {(t, i): new_rollout(run_id=run, task_id=t) for t in ("a", "b") for i in range(3)}
+    for key, kind in (((("a", 0)), FailureKind.AGENT), (("b", 1), FailureKind.INFRA), (("b", 2), FailureKind.AGENT)):
+        store.transition_rollout(made[key], S.RUNNING)
+        store.transition_rollout(made[key], S.FAILED, failure_kind=kind)
+
+    def ids(**kw: object) -> list[str]:
+        return [r.id for r in store.list_rollouts(**kw)]  # type: ignore[arg-type]
+
+    assert ids(task_id="a") == [made[("a", i)] for i in range(3)]
+    assert ids(run_id=run, task_id="b", limit=1, offset=1) == [made[("b", 1)]]
+    assert ids(failure_kind=FailureKind.AGENT) == [made[("a", 0)], made[("b", 2)]]
+    assert ids(failure_kind=FailureKind.INFRA, task_id="a") == []
+    assert ids(task_id="nope") == []
+
+
+def test_rollout_stats_counts_calls_and_lists_rewards(store: Store, new_rollout: Callable[..., str]) -> None:
+    busy, idle = new_rollout(), new_rollout()
+    store.transition_rollout(busy, S.RUNNING)
+    store.record_calls([make_call(busy, [1, 2], [3]), make_call(busy, [1, 2, 3, 4], [5])])
+    store.record_calls([make_call(busy, [9], [8])])
+    store.add_reward(busy, 0.5, "format")
+    store.add_reward(busy, 1.0)
+    stats = store.rollout_stats([busy, idle, "missing", busy])
+    assert set(stats) == {busy, idle}
+    assert stats[busy].calls == 3 and stats[idle].calls == 0
+    assert [(r.name, r.value) for r in stats[busy].rewards] == [("format", 0.5), ("reward", 1.0)]
+    assert stats[idle].rewards == []
+    assert store.rollout_stats([]) == {}
+    # the batched answer matches the generic fallback of the interface
+    assert Store.rollout_stats(store, [busy, idle]) == {k: stats[k] for k in (busy, idle)}

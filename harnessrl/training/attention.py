@@ -7,6 +7,9 @@ a CPU that costs more than the padding saved. This attention function, registere
 ``harnessrl_varlen``, runs causal sdpa on each packed sample separately (boundaries from the
 flash-attention kwargs ``cu_seq_lens_q``), which is what flash-attention's varlen kernel does on GPUs.
 Without those kwargs it is plain sdpa (same masks), so generation with the same module is unaffected.
+
+It also runs *shared-prefix* packing (kwarg ``harnessrl_blocks``): the n attempts of a task start with
+the same prompt, so a micro-batch holds that prompt once and each attempt's remainder attends to it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ def varlen_sdpa_forward(
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """Causal attention per packed sequence; ``query``/``key``/``value`` are ``[1, heads, T, dim]``."""
+    blocks = kwargs.get("harnessrl_blocks")
+    if blocks is not None and query.shape[0] == 1:
+        return _shared_prefix_attention(module, query, key, value, blocks, dropout, scaling), None
     cu = kwargs.get("cu_seq_lens_q")
     if cu is None or query.shape[0] != 1 or kwargs.get("sliding_window") or getattr(module, "sliding_window", None):
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -50,6 +56,32 @@ def varlen_sdpa_forward(
         if e > s
     ]
     return torch.cat(outs, dim=2).transpose(1, 2).contiguous(), None
+
+
+def _shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                             blocks: list[tuple[int, int, list[tuple[int, int]]]], dropout: float,
+                             scaling: float | None) -> torch.Tensor:
+    """Each block's prefix attends causally to itself; each suffix to the whole prefix and itself causally.
+
+    This is exactly the attention each sample would get alone (prefix + its suffix), with the prefix
+    computed once; gradients from every suffix flow back into the shared prefix.
+    """
+    groups = getattr(module, "num_key_value_groups", 1)
+    if groups > 1:
+        key = key.repeat_interleave(groups, dim=1)
+        value = value.repeat_interleave(groups, dim=1)
+    outs = []
+    for a, b, suffixes in blocks:
+        outs.append(F.scaled_dot_product_attention(query[:, :, a:b], key[:, :, a:b], value[:, :, a:b],
+                                                   dropout_p=dropout, is_causal=True, scale=scaling))
+        for c, d in suffixes:
+            kk = torch.cat([key[:, :, a:b], key[:, :, c:d]], dim=2)
+            vv = torch.cat([value[:, :, a:b], value[:, :, c:d]], dim=2)
+            # bottom-right aligned causal mask: suffix token j sees the prefix and suffix tokens <= j
+            allowed = torch.ones(d - c, (b - a) + (d - c), dtype=torch.bool, device=query.device).tril(b - a)
+            outs.append(F.scaled_dot_product_attention(query[:, :, c:d], kk, vv, attn_mask=allowed,
+                                                       dropout_p=dropout, scale=scaling))
+    return torch.cat(outs, dim=2).transpose(1, 2).contiguous()
 
 
 def register_varlen_attention() -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from harnessrl.training.samples import common_prefix_length
 from harnessrl.types import Sample
 
 
@@ -36,7 +37,18 @@ class MicroBatch:
     advantages: torch.Tensor  # [K]
     weights: torch.Tensor  # [K]
     sample_indices: list[int]
-    num_tokens: int  # real (non-padding) tokens
+    num_tokens: int  # tokens of the samples (a shared prefix counts once per sample)
+    #: Packed with shared prefixes: (prefix_start, prefix_end, [(suffix_start, suffix_end), ...]) per unit.
+    blocks: list[tuple[int, int, list[tuple[int, int]]]] | None = None
+
+    @property
+    def computed_tokens(self) -> int:
+        """Tokens the model actually runs (padding included, shared prefixes once)."""
+        return int(self.input_ids.numel())
+
+    @property
+    def padding_tokens(self) -> int:
+        return 0 if self.attention_mask is None else int((self.attention_mask == 0).sum())
 
     @property
     def num_trained(self) -> int:
@@ -72,20 +84,85 @@ def _padded_bins(lengths: Sequence[int], budget: int) -> list[list[int]]:
     return bins
 
 
+@dataclass(slots=True)
+class _Unit:
+    """Samples packed together behind one shared prefix (``prefix_len == 0``: a single sample alone)."""
+
+    members: list[int]
+    prefix_len: int = 0
+
+    def length(self, lengths: Sequence[int]) -> int:
+        return self.prefix_len + sum(lengths[i] - self.prefix_len for i in self.members)
+
+
+def _first_trained(s: Sample) -> int:
+    return next((t for t, m in enumerate(s.loss_mask) if m), len(s.token_ids))
+
+
+def _prefix_units(samples: Sequence[Sample], budget: int, min_shared: int) -> list[_Unit]:
+    """Cluster each group's samples by a shared context prefix (the task prompt the n attempts share).
+
+    The prefix is cut before any sample's first trained token, so every shared token is context; units
+    are kept within the token budget (a prefix is repeated in each chunk when a group does not fit).
+    """
+    by_group: dict[str, list[int]] = {}
+    for i, s in enumerate(samples):
+        by_group.setdefault(s.group_id, []).append(i)
+    lengths = [len(s.token_ids) for s in samples]
+    units: list[_Unit] = []
+    for remaining in by_group.values():
+        while remaining:
+            anchor, rest = remaining[0], []
+            members, p = [anchor], _first_trained(samples[anchor])
+            for j in remaining[1:]:
+                k = min(common_prefix_length(samples[anchor].token_ids, samples[j].token_ids),
+                        _first_trained(samples[j]), p)
+                if k >= min_shared:
+                    members.append(j)
+                    p = k
+                else:
+                    rest.append(j)
+            remaining = rest
+            if len(members) == 1 or p < min_shared:
+                units.extend(_Unit([i]) for i in members)
+                continue
+            chunk: list[int] = []
+            for i in members:
+                if chunk and _Unit([*chunk, i], p).length(lengths) > budget:
+                    units.append(_Unit(chunk, p) if len(chunk) > 1 else _Unit(chunk))
+                    chunk = []
+                chunk.append(i)
+            units.append(_Unit(chunk, p) if len(chunk) > 1 else _Unit(chunk))
+    return units
+
+
 def make_micro_batches(
     samples: Sequence[Sample],
     weights: Sequence[Sequence[float]],
     token_budget: int,
     mode: str = "packed",
     pad_token_id: int = 0,
+    share_prefix_min: int | None = None,
 ) -> list[MicroBatch]:
-    """Group samples into micro-batches of at most ``token_budget`` tokens (padding included)."""
+    """Group samples into micro-batches of at most ``token_budget`` tokens (padding included).
+
+    ``share_prefix_min``: in packed mode, samples of a group that share at least this many leading context
+    tokens are packed behind one copy of that prefix (needs the ``harnessrl_varlen`` attention, which
+    lets each suffix attend to the shared prefix); None packs every sample whole.
+    """
     lengths = [len(s.token_ids) for s in samples]
-    groups = _bins(lengths, token_budget) if mode == "packed" else _padded_bins(lengths, token_budget)
-    return [_build(samples, weights, idx, mode, pad_token_id) for idx in groups]
+    if mode != "packed":
+        return [_build(samples, weights, [_Unit([i]) for i in idx], mode, pad_token_id)
+                for idx in _padded_bins(lengths, token_budget)]
+    if share_prefix_min is None:
+        units = [_Unit([i]) for i in range(len(samples))]
+    else:
+        units = _prefix_units(samples, token_budget, max(share_prefix_min, 1))
+    bins = _bins([u.length(lengths) for u in units], token_budget)
+    return [_build(samples, weights, [units[u] for u in b], mode, pad_token_id) for b in bins]
 
 
-def _build(samples: Sequence[Sample], weights: Sequence[Sequence[float]], idx: list[int], mode: str,
+def _build(samples: Sequence[Sample], weights: Sequence[Sequence[float]], units: list[_Unit], mode: str,
            pad: int) -> MicroBatch:
     rows_ids: list[list[int]] = []
     rows_pos: list[list[int]] = []
@@ -95,36 +172,47 @@ def _build(samples: Sequence[Sample], weights: Sequence[Sequence[float]], idx: l
     beh: list[float] = []
     adv: list[float] = []
     wts: list[float] = []
-    offset = 0
-    for i in idx:
-        s = samples[i]
-        if mode == "packed":
-            if not rows_ids:
-                rows_ids.append([])
-                rows_pos.append([])
+    blocks: list[tuple[int, int, list[tuple[int, int]]]] = []
+    order: list[int] = []
+    for unit in units:
+        if mode == "packed" and rows_ids:
             row = 0
         else:
             rows_ids.append([])
             rows_pos.append([])
-            row, offset = len(rows_ids) - 1, 0
-        rows_ids[row].extend(s.token_ids)
-        rows_pos[row].extend(range(len(s.token_ids)))
-        tok_adv = s.token_advantages
-        for t in range(1, len(s.token_ids)):
-            if s.loss_mask[t]:
-                lr.append(row)
-                lc.append(offset + t - 1)
-                tgt.append(s.token_ids[t])
-                beh.append(s.behaviour_logprobs[t])
-                adv.append(tok_adv[t] if tok_adv is not None else s.advantage)
-                wts.append(weights[i][t])
-        offset += len(s.token_ids)
+            row = len(rows_ids) - 1
+        ids, pos = rows_ids[row], rows_pos[row]
+        p = unit.prefix_len
+        start = len(ids)
+        if p:
+            ids.extend(samples[unit.members[0]].token_ids[:p])
+            pos.extend(range(p))
+        suffixes: list[tuple[int, int]] = []
+        for i in unit.members:
+            s = samples[i]
+            order.append(i)
+            base = len(ids)  # row index of sample position p (suffix start)
+            ids.extend(s.token_ids[p:])
+            pos.extend(range(p, len(s.token_ids)))
+            if p:
+                suffixes.append((base, len(ids)))
+            tok_adv = s.token_advantages
+            for t in range(max(p, 1), len(s.token_ids)):
+                if s.loss_mask[t]:
+                    lr.append(row)
+                    lc.append(base + (t - 1 - p) if t - 1 >= p else start + t - 1)
+                    tgt.append(s.token_ids[t])
+                    beh.append(s.behaviour_logprobs[t])
+                    adv.append(tok_adv[t] if tok_adv is not None else s.advantage)
+                    wts.append(weights[i][t])
+        blocks.append((start, start + p, suffixes) if p else (start, len(ids), []))
     width = max(len(r) for r in rows_ids)
     mask = None
     if mode != "packed":
         mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows_ids], dtype=torch.long)
         rows_ids = [r + [pad] * (width - len(r)) for r in rows_ids]
         rows_pos = [p + [0] * (width - len(p)) for p in rows_pos]
+    shared = any(suffixes for _, _, suffixes in blocks)
     return MicroBatch(
         input_ids=torch.tensor(rows_ids, dtype=torch.long),
         position_ids=torch.tensor(rows_pos, dtype=torch.long),
@@ -135,6 +223,7 @@ def _build(samples: Sequence[Sample], weights: Sequence[Sequence[float]], idx: l
         behaviour_logprobs=torch.tensor(beh, dtype=torch.float32),
         advantages=torch.tensor(adv, dtype=torch.float32),
         weights=torch.tensor(wts, dtype=torch.float32),
-        sample_indices=list(idx),
-        num_tokens=sum(len(samples[i].token_ids) for i in idx),
+        sample_indices=order,
+        num_tokens=sum(len(samples[i].token_ids) for i in order),
+        blocks=blocks if shared else None,
     )

@@ -119,6 +119,13 @@ class TrainingConfig(BaseModel):
         "else per-sample sdpa (harnessrl_varlen); varlen: always per-sample sdpa; model: leave the model's "
         "attention alone (sdpa then computes a dense block-diagonal mask: correct but wasteful).",
     )
+    share_prefix_min: int | None = Field(
+        16,
+        ge=1,
+        description="Pack a group's samples that share at least this many leading context tokens (the task "
+        "prompt of the n attempts) behind one copy of that prefix; needs harnessrl_varlen attention "
+        "(ignored with flash-attention). None: pack every sample whole.",
+    )
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
         "auto", description="auto: fp32 on CPU, bf16 autocast (fp32 master weights) on GPU."
     )

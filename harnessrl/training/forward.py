@@ -50,7 +50,11 @@ def token_logprobs(
     if keep:
         kwargs["logits_to_keep"] = cols
     impl = getattr(getattr(_base(model), "config", None), "_attn_implementation", None)
-    if mb.attention_mask is None and mb.input_ids.shape[0] == 1 and (impl == VARLEN or impl in FLASH):
+    if mb.blocks is not None:
+        if impl != VARLEN:
+            raise ValueError(f"shared-prefix micro-batches need the {VARLEN} attention, the model uses {impl}")
+        kwargs["harnessrl_blocks"] = mb.blocks
+    elif mb.attention_mask is None and mb.input_ids.shape[0] == 1 and (impl == VARLEN or impl in FLASH):
         kwargs.update(varlen_kwargs(kwargs["position_ids"]))  # type: ignore[arg-type]
     ctx = (
         torch.autocast(device_type=device.type, dtype=autocast_dtype)

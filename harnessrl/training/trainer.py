@@ -23,7 +23,7 @@ import torch
 
 from harnessrl.store.base import Store
 from harnessrl.training import checkpoint as ckpt
-from harnessrl.training.attention import FLASH, register_varlen_attention
+from harnessrl.training.attention import FLASH, VARLEN, register_varlen_attention
 from harnessrl.training.batch import TrainBatch
 from harnessrl.training.batching import make_micro_batches
 from harnessrl.training.config import TrainingConfig
@@ -127,7 +127,9 @@ class Trainer:
         samples = [s for s in tb.samples if any(s.loss_mask[1:])]
         cfg = self.config
         weights = token_weights(samples, cfg.normalization)
-        mbs = make_micro_batches(samples, weights, cfg.micro_batch_tokens, cfg.packing, self.pad_token_id)
+        impl = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
+        share = cfg.share_prefix_min if impl == VARLEN and cfg.packing == "packed" else None
+        mbs = make_micro_batches(samples, weights, cfg.micro_batch_tokens, cfg.packing, self.pad_token_id, share)
         t1 = time.perf_counter()
         sums: Counter[str] = Counter()
         ref_time = 0.0
@@ -159,7 +161,8 @@ class Trainer:
                 sums["entropy"] += float(entropy.sum())
             sums["trained_tokens"] += mb.num_trained
             sums["tokens"] += mb.num_tokens
-            sums["padded_tokens"] += int(mb.input_ids.numel())
+            sums["computed_tokens"] += mb.computed_tokens
+            sums["padding_tokens"] += mb.padding_tokens
         t2 = time.perf_counter()
         # Nothing trainable (e.g. every group had zero variance): no update, but the step still counts so
         # step numbers stay aligned with the controller's.
@@ -219,7 +222,9 @@ class Trainer:
             "advantage/max": max(advs, default=float("nan")),
             "tokens/total": sums["tokens"],
             "tokens/trained": sums["trained_tokens"],
-            "tokens/padding": sums["padded_tokens"] - sums["tokens"],
+            "tokens/computed": sums["computed_tokens"],
+            "tokens/padding": sums["padding_tokens"],
+            "tokens/shared_prefix_saved": sums["tokens"] - (sums["computed_tokens"] - sums["padding_tokens"]),
             "samples/count": len(samples),
             "samples/rollouts": len(rollouts),
             "samples/per_rollout": len(samples) / max(len(rollouts), 1),

@@ -163,3 +163,18 @@ def test_empty_batch_is_a_counted_no_op():
     m = trainer.step(TrainBatch(samples=[], counts={"groups.zero_variance": 2}))
     assert m["skipped"] == 1 and m["count/groups.zero_variance"] == 2 and trainer.step_count == 1
     assert all(torch.equal(p, before[n]) for n, p in trainer.model.named_parameters())
+
+
+def test_shared_prefix_step_equals_whole_sample_packing():
+    from .test_batching import _group_samples
+
+    batch = _group_samples()
+    shared = Trainer(tiny_llama(), _cfg(share_prefix_min=8, micro_batch_tokens=400))
+    whole = Trainer(tiny_llama(), _cfg(share_prefix_min=None, micro_batch_tokens=400))
+    a, b = shared.step(batch), whole.step(batch)
+    assert a["tokens/shared_prefix_saved"] > 0 and b["tokens/shared_prefix_saved"] == 0
+    assert a["tokens/total"] == b["tokens/total"]
+    assert a["loss"] == pytest.approx(b["loss"], abs=1e-6)
+    assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4)
+    for (n, p), (_, q) in zip(shared.model.named_parameters(), whole.model.named_parameters(), strict=True):
+        assert torch.allclose(p, q, atol=1e-6), n

@@ -50,6 +50,12 @@ class EngineConfig(BaseModel):
     default_max_tokens: int = Field(
         1024, ge=1, description="Completion budget when a request sets no max_tokens (clipped to the window)."
     )
+    prefix_cache_tokens: int = Field(
+        8192,
+        ge=0,
+        description="Tokens of finished sequences whose KV is kept to skip re-prefilling shared prefixes "
+        "(multi-turn agents resend the history); 0 disables. SmolLM2-135M: ~46 KB per token.",
+    )
     seed: int = Field(0, description="Base seed for requests that do not set their own.")
     num_threads: int | None = Field(
         None, description="torch threads for generation; default: every core this process may use."

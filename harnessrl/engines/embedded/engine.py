@@ -31,6 +31,7 @@ from transformers import DynamicCache
 from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded.kvcache import BatchKV
 from harnessrl.engines.embedded.outputs import Admitted, Failed, RequestHandle, RequestOutput
+from harnessrl.engines.embedded.prefix_cache import PrefixCache
 from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams, sample_token
 from harnessrl.engines.embedded.sequence import Sequence
 from harnessrl.engines.embedded.weights import apply_lora, load_full_state_dict
@@ -82,7 +83,15 @@ class EmbeddedEngine:
         self.eos_ids = _eos_ids(model, tokenizer)
         threads = self.config.num_threads or len(os.sched_getaffinity(0))
         torch.set_num_threads(threads)
-        self.stats = {"steps": 0, "tokens": 0, "prefill_tokens": 0, "requests": 0, "max_batch_seen": 0}
+        self.stats = {
+            "steps": 0,
+            "tokens": 0,
+            "prefill_tokens": 0,
+            "reused_prefix_tokens": 0,
+            "requests": 0,
+            "max_batch_seen": 0,
+        }
+        self._prefix = PrefixCache(self.config.prefix_cache_tokens)
         self._cond = threading.Condition()
         self._waiting: deque[_Request] = deque()
         self._prefilling: list[_Request] = []
@@ -253,6 +262,7 @@ class EmbeddedEngine:
                         self._barriers.popleft()
                     barrier.granted.set()
                     barrier.released.wait()
+                    self._prefix.clear()  # its KV was computed with the weights that may just have changed
                     continue
                 try:
                     self._prefill_step()
@@ -293,10 +303,12 @@ class EmbeddedEngine:
         for req in list(self._prefilling):
             if budget <= 0:
                 break
+            if req.cache is None:
+                reused, cached = self._prefix.lookup(req.prompt_ids)
+                req.cache, req.prefilled = cached or DynamicCache(), reused
+                self.stats["reused_prefix_tokens"] += reused
             end = min(len(req.prompt_ids), req.prefilled + budget)
             ids = torch.tensor([req.prompt_ids[req.prefilled : end]], dtype=torch.long)
-            if req.cache is None:
-                req.cache = DynamicCache()
             out = self.model(input_ids=ids, cache=req.cache, use_cache=True, logits_to_keep=1)
             budget -= end - req.prefilled
             self.stats["prefill_tokens"] += end - req.prefilled
@@ -318,6 +330,7 @@ class EmbeddedEngine:
             if not seq.finished:
                 alive.append(seq)
         assert req.cache is not None
+        self._prefix.insert(req.prompt_ids, [(layer.keys, layer.values) for layer in req.cache.layers])
         if alive:
             rows = [(layer.keys, layer.values) for layer in req.cache.layers]
             self._kv.join(rows, len(alive))
@@ -355,6 +368,9 @@ class EmbeddedEngine:
         keep: list[int] = []
         for row, seq in enumerate(running):
             self._sample_into(seq, logits[row])
+            if seq.finished and not seq.req.cancelled:
+                # the cache holds the prompt and every completion token but the last (never fed back)
+                self._prefix.insert(seq.req.prompt_ids + seq.token_ids[:-1], self._kv.row(row))
             if seq.finished:
                 seq.req.alive -= 1
                 if seq.req.alive == 0:

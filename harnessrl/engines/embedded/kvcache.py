@@ -105,6 +105,17 @@ class BatchKV:
         valid[old_b:, new_len - plen :] = True
         self.valid = valid
 
+    def row(self, i: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """A copy of row ``i``'s valid columns, per layer ``[1, H, T, D]`` (for the prefix cache)."""
+        n = int(self.valid[i].sum())
+        return [
+            (
+                layer.kbuf[i : i + 1, :, layer.length - n : layer.length].clone(),
+                layer.vbuf[i : i + 1, :, layer.length - n : layer.length].clone(),
+            )
+            for layer in self.layers
+        ]
+
     def keep(self, rows: list[int]) -> None:
         """Keep only ``rows`` (in this order) and drop leading columns that are padding in every row."""
         if not rows:

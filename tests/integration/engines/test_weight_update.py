@@ -7,6 +7,7 @@ import threading
 import httpx
 import openai
 import pytest
+import torch
 from peft import LoraConfig, get_peft_model
 
 from harnessrl.engines.config import EngineConfig
@@ -19,9 +20,15 @@ QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 @pytest.fixture(scope="module")
 def perturbed_adapter(tmp_path_factory, smollm2):
     model, _ = load_model("smollm2")  # a trainer-side copy
-    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj", "up_proj", "down_proj"])
+    policy = get_peft_model(model, config)
+    torch.manual_seed(0)
+    with torch.no_grad():  # deliberately large, so greedy text changes, not just logprobs
+        for name, p in policy.named_parameters():
+            if "lora_" in name:
+                p.normal_(0.0, 0.1)
     folder = tmp_path_factory.mktemp("adapter")
-    get_peft_model(model, config).save_pretrained(str(folder))
+    policy.save_pretrained(str(folder))
     return folder
 
 

@@ -221,3 +221,29 @@ def test_chunked_prefill_of_a_long_prompt_is_exact_and_interleaves(tiny):
         running.result(60)
     finally:
         eng.close()
+
+
+def test_prefix_cache_skips_the_shared_history_and_stays_exact(engine, tiny):
+    model, tokenizer = tiny
+    first_prompt = tokenizer.encode("the quick brown fox jumps over the lazy dog " * 3)
+    first = engine.generate(first_prompt, SamplingParams(max_tokens=10, seed=1, ignore_eos=True)).choices[0]
+    # the next turn resends the history (prompt + completion) plus a new message
+    second_prompt = first_prompt + first.token_ids + tokenizer.encode(" what is the answer")
+    reused_before, prefilled_before = engine.stats["reused_prefix_tokens"], engine.stats["prefill_tokens"]
+    second = engine.generate(
+        second_prompt, SamplingParams(max_tokens=8, temperature=0.8, seed=2, ignore_eos=True)
+    )
+    reused = engine.stats["reused_prefix_tokens"] - reused_before
+    assert reused == len(first_prompt) + len(first.token_ids) - 1  # all but the last sampled token
+    assert engine.stats["prefill_tokens"] - prefilled_before == len(second_prompt) - reused
+    ref = forward_logprobs(model, second_prompt, second.choices[0].token_ids, temperature=0.8)
+    assert max(abs(a - b) for a, b in zip(ref, second.choices[0].logprobs, strict=True)) < 1e-4
+
+    original = {k: v.clone() for k, v in model.state_dict().items()}
+    try:  # new weights make old KV wrong: the cache is dropped
+        engine.update_weights({k: v * 1.01 for k, v in original.items()})
+        reused_before = engine.stats["reused_prefix_tokens"]
+        engine.generate(second_prompt, SamplingParams(max_tokens=2))
+        assert engine.stats["reused_prefix_tokens"] == reused_before
+    finally:
+        model.load_state_dict(original)

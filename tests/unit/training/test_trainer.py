@@ -178,3 +178,15 @@ def test_shared_prefix_step_equals_whole_sample_packing():
     assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-4)
     for (n, p), (_, q) in zip(shared.model.named_parameters(), whole.model.named_parameters(), strict=True):
         assert torch.allclose(p, q, atol=1e-6), n
+
+
+def test_full_finetune_publishes_a_loadable_safetensors_folder(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    model = tiny_llama()
+    trainer = Trainer(model, _cfg(lora=None, lr=1e-2), publisher=FolderPublisher(tmp_path))
+    trainer.step(_batch(model))
+    assert trainer.publish() == 1
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "v000001")
+    for name, p in trainer.model.named_parameters():
+        assert torch.equal(p.detach(), loaded.get_parameter(name)), name

@@ -127,10 +127,15 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ha
     data.setdefault("gateway", {}).setdefault("port", 0)
     data["gateway"].setdefault("render_mode", "gateway")
     base = path.parent.resolve()
+    runner = data.get("runner", {})
+    local = runner.get("kind", "local") == "local"  # a Kubernetes command names paths inside the pod
     for section, key in (("runner", "command"), ("rewards", "verifier")):
         argv = data.get(section, {}).get(key)
-        if isinstance(argv, list):
+        if isinstance(argv, list) and (local or section != "runner"):
             data[section][key] = _absolute_files(argv, base)
+    k8s = runner.get("kubernetes", {})
+    if isinstance(k8s, dict) and isinstance(k8s.get("job_template_file"), str):
+        k8s["job_template_file"] = str((base / k8s["job_template_file"]).resolve())
     try:
         return HarnessConfig.model_validate({**data, "base_dir": base})
     except ValidationError as exc:

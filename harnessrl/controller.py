@@ -113,7 +113,8 @@ class Controller:
 
     # -- plumbing -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Controller:
-        self.runner = make_runner(self.config.runner, self.config.run_dir / self.config.runner.workdir_root)
+        self.runner = make_runner(self.config.runner, self.config.run_dir / self.config.runner.workdir_root,
+                                  run_id=self.run_id)
         self.admin = AdminClient(self.stack.gateway_url, self.stack.admin_token)
         return self
 
@@ -131,24 +132,28 @@ class Controller:
     async def attempt(self, lt: LoadedTask, *, group_id: str, step: int | None, split: TaskSplit,
                       sampling: dict[str, Any] | None) -> Rollout:
         """Create a rollout, run the harness, score it, close it. Never raises for harness behaviour."""
-        assert self.runner is not None and self.admin is not None
+        assert self.admin is not None
         metadata: dict[str, Any] = {"split": split.value}
         if sampling:
             metadata["sampling"] = sampling
         created = await self.admin.create_rollout(
             task_id=lt.task.id, input=lt.task.input, group_id=group_id, run_id=self.run_id, step=step,
             metadata=metadata)
-        rid = created["rollout_id"]
+        return await self._run_and_score(lt, created["rollout_id"], created["api_key"], attach=False)
+
+    async def _run_and_score(self, lt: LoadedTask, rid: str, api_key: str, *, attach: bool) -> Rollout:
+        """Run (or, ``attach``: re-attach to a still running Kubernetes Job) one attempt, score, close it."""
+        assert self.runner is not None
         try:
             spec = make_attempt_spec(
                 self.config.runner, rollout_id=rid, task_id=lt.task.id, task_input=lt.task.input,
-                gateway_url=self.stack.gateway_url, api_key=created["api_key"], assets=lt.assets,
+                gateway_url=self.stack.gateway_url, api_key=api_key, assets=lt.assets,
                 protected=tuple(self.config.rewards.protected), model=self.config.gateway.model_name)
 
             def on_start(handle: str) -> None:
                 self.store.transition_rollout(rid, RolloutStatus.RUNNING, runner_handle=handle)
 
-            result = await self.runner.run(spec, on_start=on_start)
+            result = await self.runner.run(spec, on_start=None if attach else on_start)
             outcome = await score_attempt(spec, result, self.store, self.config.rewards)
             rollout = await asyncio.to_thread(close_rollout, self.store, result, outcome)
             await self.runner.release(result)
@@ -182,14 +187,20 @@ class Controller:
         """Run (or finish, after a restart) the attempts of ``step``; returns its scored rollouts."""
         run = self.config.run
         existing = [r for r in self._rollouts_of(step) if r.metadata.get("split") == TaskSplit.TRAIN.value]
-        for r in existing:  # left behind by a controller that died: the harness is gone
-            if not r.status.terminal:
+        # Left behind by a controller that died. A local harness died with it; a Kubernetes Job may still
+        # be running, and is re-attached to instead of launched again.
+        live = await self._live_attempts()
+        attachable = {r.id for r in existing if not r.status.terminal and r.id in live}
+        for r in existing:
+            if not r.status.terminal and r.id not in attachable:
                 self._fail_infra(r.id, "controller restarted while this attempt was in flight")
         sampling = {"temperature": run.train_temperature} if run.train_temperature is not None else None
 
         async def group(lt: LoadedTask) -> list[Rollout]:
             gid = f"{self.run_id}:step{step}:{lt.task.id}"
-            done = [self.store.get_rollout(r.id) for r in existing if r.group_id == gid]
+            done = [self.store.get_rollout(r.id) for r in existing if r.group_id == gid and r.id not in attachable]
+            done += await asyncio.gather(*(self._run_and_score(lt, r.id, "(re-attached)", attach=True)
+                                           for r in existing if r.group_id == gid and r.id in attachable))
             good = [r for r in done if r.failure_kind != FailureKind.INFRA and r.status != RolloutStatus.CANCELLED]
             retries = len(done) - len(good)
             while len(good) < run.attempts_per_task:
@@ -205,6 +216,11 @@ class Controller:
 
         groups = await asyncio.gather(*(group(lt) for lt in self.step_tasks(step)))
         return [r for g in groups for r in g]
+
+    async def _live_attempts(self) -> set[str]:
+        """Rollout ids whose attempt still runs somewhere this runner can re-attach to (Kubernetes)."""
+        existing = getattr(self.runner, "existing", None)
+        return set(await existing()) if existing is not None else set()
 
     def _rollouts_of(self, step: int) -> list[Rollout]:
         out: list[Rollout] = []

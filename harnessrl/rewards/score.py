@@ -20,6 +20,7 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.rewards.guards import find_tampering
@@ -87,8 +88,13 @@ async def score_attempt(
             store.add_reward(rid, value, FINAL)
         return RewardOutcome(**{**base, "value": value, **changes})  # type: ignore[arg-type]
 
-    if result.failure_kind is FailureKind.INFRA or result.workdir is None:
-        return finish(None, failure_kind=FailureKind.INFRA, reason=result.reason or "attempt did not run")
+    if result.failure_kind is FailureKind.INFRA:
+        status = RolloutStatus.FAILED if result.status is RolloutStatus.SUCCEEDED else result.status
+        return finish(None, status=status, failure_kind=FailureKind.INFRA,
+                      reason=result.reason or "attempt did not run")
+    if result.workdir is None:
+        # The attempt ran elsewhere (a Kubernetes pod): there is no local workspace to check or verify.
+        return await _score_remote(spec, result, store, config, finish)
 
     if not result.workdir.is_dir():  # wrecking the workspace must not turn a 0 into "no reward"
         store.add_reward(rid, 0.0, TAMPER)
@@ -125,23 +131,7 @@ async def score_attempt(
     if result.timed_out and config.timed_out_reward is not None:
         return finish(config.timed_out_reward)
 
-    components: dict[str, float] = {}
-    enabled: list[str] = []
-    if config.harness:
-        enabled.append(HARNESS)
-        posted = harness_reward(store, rid, config.harness_names)
-        if posted is not None:
-            components[HARNESS] = posted
-    if config.exit_code_map:
-        enabled.append(EXIT_CODE)
-        code = result.exit_code
-        value = (
-            config.exit_code_map.get(code, config.exit_code_default)
-            if code is not None
-            else config.exit_code_default
-        )
-        components[EXIT_CODE] = value
-        store.add_reward(rid, value, EXIT_CODE)
+    components, enabled = _harness_and_exit_code(spec, result, store, config)
     verifier_output = None
     command = spec.assets.verifier or config.verifier
     if command:
@@ -176,6 +166,42 @@ async def score_attempt(
     if missing and base["reason"] is None:
         base["reason"] = missing
     return finish(value, components=components, verifier_output=verifier_output)
+
+
+def _harness_and_exit_code(spec: AttemptSpec, result: AttemptResult, store: Store,
+                           config: RewardConfig) -> tuple[dict[str, float], list[str]]:
+    """The reward components that need no workspace: what the harness posted, and the exit code."""
+    components: dict[str, float] = {}
+    enabled: list[str] = []
+    if config.harness:
+        enabled.append(HARNESS)
+        posted = harness_reward(store, spec.rollout_id, config.harness_names)
+        if posted is not None:
+            components[HARNESS] = posted
+    if config.exit_code_map:
+        enabled.append(EXIT_CODE)
+        code = result.exit_code
+        value = config.exit_code_map.get(code, config.exit_code_default) if code is not None \
+            else config.exit_code_default
+        components[EXIT_CODE] = value
+        store.add_reward(spec.rollout_id, value, EXIT_CODE)
+    return components, enabled
+
+
+async def _score_remote(spec: AttemptSpec, result: AttemptResult, store: Store, config: RewardConfig,
+                        finish: Any) -> RewardOutcome:
+    """Rewards of an attempt whose workspace is not on this machine: harness posts and exit code only."""
+    if spec.assets.verifier or config.verifier:
+        return finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA,
+                      reason="a verifier command runs in a local workspace, and this attempt ran remotely "
+                             "(Kubernetes): run the verifier inside the pod and post its reward to "
+                             "HARNESSRL_REWARD_URL, or use exit-code rewards")
+    components, enabled = _harness_and_exit_code(spec, result, store, config)
+    value, missing = _combine(config, enabled, components)
+    if value is None:
+        return finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=missing,
+                      components=components)
+    return finish(value, components=components)
 
 
 def close_rollout(store: Store, result: AttemptResult, outcome: RewardOutcome) -> Rollout:

@@ -305,3 +305,41 @@ def test_deleting_the_workspace_is_a_zero_not_an_escape(tmp_path: Path, store: S
     outcome = score(spec, result, store, verifier=[PY, "-c", "print(1)"])
     assert outcome.value == 0.0 and outcome.failure_kind is FailureKind.AGENT
     assert "removed its working directory" in outcome.reason
+
+
+def _remote_result(spec: AttemptSpec, *, failure_kind: FailureKind | None = None,
+                   status: RolloutStatus = RolloutStatus.SUCCEEDED) -> AttemptResult:
+    """What a remote runner (a Kubernetes Job) reports: an outcome but no local workspace."""
+    return AttemptResult(rollout_id=spec.rollout_id, status=status, failure_kind=failure_kind, reason=None,
+                         exit_code=0, timed_out=False, stdout="", stderr="", stdout_bytes=0, stderr_bytes=0,
+                         duration_s=1.0, attempt_dir=None, workdir=None, handle="k8s:ns/job")
+
+
+def _remote_spec(store: Store) -> AttemptSpec:
+    rollout = store.create_rollout(task_id="t1", input={}, group_id="g1", api_key_hash="h")
+    return make_attempt_spec(RunnerConfig(command=["true"]), rollout_id=rollout.id, task_id="t1", task_input={},
+                             gateway_url="http://127.0.0.1:1", api_key="k")
+
+
+def test_remote_attempt_is_scored_from_harness_posts_and_exit_code(store: Store) -> None:
+    spec = _remote_spec(store)
+    store.add_reward(spec.rollout_id, 0.7, "answer")
+    outcome = asyncio.run(score_attempt(spec, _remote_result(spec), store, RewardConfig()))
+    assert outcome.value == 0.7 and outcome.status is RolloutStatus.SUCCEEDED and outcome.failure_kind is None
+    exit_cfg = RewardConfig(harness=False, exit_code_map={0: 1.0})
+    spec2 = _remote_spec(store)
+    assert asyncio.run(score_attempt(spec2, _remote_result(spec2), store, exit_cfg)).value == 1.0
+
+
+def test_remote_attempt_with_a_local_verifier_is_an_infra_failure_that_says_why(store: Store) -> None:
+    spec = _remote_spec(store)
+    outcome = asyncio.run(score_attempt(spec, _remote_result(spec), store, RewardConfig(verifier=["true"])))
+    assert outcome.value is None and outcome.failure_kind is FailureKind.INFRA
+    assert outcome.status is RolloutStatus.FAILED and "inside the pod" in (outcome.reason or "")
+
+
+def test_infra_failure_reported_with_success_status_closes_as_failed(store: Store) -> None:
+    spec = _remote_spec(store)
+    result = _remote_result(spec, failure_kind=FailureKind.INFRA)
+    outcome = asyncio.run(score_attempt(spec, result, store, RewardConfig()))
+    assert outcome.status is RolloutStatus.FAILED and outcome.failure_kind is FailureKind.INFRA

@@ -1,0 +1,93 @@
+"""The run config file and task loading: clear errors for bad input, paths resolved from the config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harnessrl.config import ConfigError, load_config
+from harnessrl.tasks import TaskLoadError, load_tasks
+from harnessrl.types import TaskSplit
+
+
+def write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_defaults_work_and_paths_resolve_from_the_config_folder(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text("")
+    cfg = load_config(write(tmp_path, '[runner]\ncommand = ["python", "agent.py"]\n[run]\ndir = "out"\n'))
+    assert cfg.runner.command == ["python", str(tmp_path / "agent.py")]
+    assert cfg.run_dir == tmp_path / "out"
+    assert cfg.store_url == f"sqlite:///{tmp_path / 'out' / 'store.db'}"
+    assert cfg.gateway.render_mode == "gateway" and cfg.gateway.port == 0
+
+
+def test_kubernetes_commands_stay_pod_paths_and_templates_resolve(tmp_path: Path) -> None:
+    (tmp_path / "agent.py").write_text("")
+    cfg = load_config(write(tmp_path, '[runner]\nkind = "kubernetes"\ncommand = ["python", "agent.py"]\n'
+                                      '[runner.kubernetes]\njob_template_file = "job.yaml"\n'))
+    assert cfg.runner.command == ["python", "agent.py"]
+    assert cfg.runner.kubernetes.job_template_file == str(tmp_path / "job.yaml")
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("[run]\nsteps = -1\n", "steps"),
+    ("[run]\nnope = 1\n", "nope"),
+    ("[run\n", "not valid TOML"),
+])
+def test_bad_configs_name_the_problem(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        load_config(write(tmp_path, text))
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.toml")
+
+
+def _tasks(tmp_path: Path, train: list[object], eval_: list[object] | None = None) -> Path:
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(t) + "\n" for t in train))
+    extra = ""
+    if eval_ is not None:
+        (tmp_path / "eval.jsonl").write_text("".join(json.dumps(t) + "\n" for t in eval_))
+        extra = 'eval = "eval.jsonl"\n'
+    return write(tmp_path, f'[tasks]\ntrain = "train.jsonl"\n{extra}')
+
+
+def test_tasks_load_with_assets_kept_out_of_the_input(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    cfg = load_config(_tasks(tmp_path, [{"id": "a", "input": {"q": 1}, "workspace": "ws",
+                                         "verifier_input": {"answer": "x"}}], [{"id": "b", "input": {}}]))
+    tasks = load_tasks(cfg, "run1")
+    [a] = tasks[TaskSplit.TRAIN]
+    assert a.task.input == {"q": 1} and a.task.split == TaskSplit.TRAIN and a.task.run_id == "run1"
+    assert a.assets.workspace == tmp_path / "ws" and a.assets.verifier_input == {"answer": "x"}
+    assert [t.task.id for t in tasks[TaskSplit.EVAL]] == ["b"]
+
+
+@pytest.mark.parametrize("train, eval_, needle", [
+    ([{"input": {}}], None, "no 'id'"),
+    ([{"id": "a", "input": [1]}], None, "must be an object"),
+    ([{"id": "a", "input": {}}], [{"id": "a", "input": {}}], "appears twice"),
+    ([[1, 2]], None, "JSON object"),
+])
+def test_bad_tasks_name_the_problem(tmp_path: Path, train: list[object], eval_: list[object] | None,
+                                    needle: str) -> None:
+    cfg = load_config(_tasks(tmp_path, train, eval_))
+    with pytest.raises(TaskLoadError, match=needle):
+        load_tasks(cfg, "r")
+
+
+def test_task_file_errors_give_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "train.jsonl").write_text('{"id": "a", "input": {}}\n{broken\n')
+    cfg = load_config(write(tmp_path, '[tasks]\ntrain = "train.jsonl"\n'))
+    with pytest.raises(TaskLoadError, match=r"train.jsonl:2"):
+        load_tasks(cfg, "r")
+    cfg = load_config(write(tmp_path, '[tasks]\ntrain = "nope.jsonl"\n'))
+    with pytest.raises(TaskLoadError, match="not found"):
+        load_tasks(cfg, "r")

@@ -111,6 +111,96 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _open_db(args: argparse.Namespace) -> Any:
+    from harnessrl.store import open_store
+
+    try:
+        return open_store(args.db)
+    except Exception as exc:
+        raise SystemExit(f"cannot open the store {args.db!r}: {exc}") from None
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from harnessrl.ui import dashboard_app
+
+    store = _open_db(args)
+    token = os.environ.get("HARNESSRL_UI_TOKEN") or None
+    if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
+        log.warning("the dashboard listens on %s without a token: anyone who reaches it reads every prompt "
+                    "(set HARNESSRL_UI_TOKEN to require one)", args.host)
+    app = dashboard_app(store, token=token, run_dirs=[Path(d) for d in args.run_dir], store_url=args.db,
+                        tokenizer=args.tokenizer)
+    print(f"harnessrl dashboard on http://{args.host}:{args.port}/", file=sys.stderr, flush=True)
+    try:
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False)
+    finally:
+        store.close()
+    return 0
+
+
+def _filters(args: argparse.Namespace) -> Any:
+    from harnessrl.types import FailureKind, RolloutStatus
+    from harnessrl.ui.summary import Filters
+
+    return Filters(run=args.run, step=args.step, task=args.task,
+                   status=RolloutStatus(args.status) if args.status else None,
+                   failure=FailureKind(args.failure) if args.failure else None)
+
+
+def cmd_rollouts(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from harnessrl.trace import print_rollouts
+
+    if args.limit < 1 or args.offset < 0 or args.offset % args.limit:
+        raise SystemExit("--limit must be >= 1 and --offset a multiple of --limit")
+    f = _filters(args)
+    f.page = args.offset // args.limit
+    store = _open_db(args)
+    try:
+        print_rollouts(store, f, args.limit, Console())
+    finally:
+        store.close()
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from harnessrl.store import NotFound
+    from harnessrl.trace import print_rollout
+
+    store = _open_db(args)
+    try:
+        print_rollout(store, args.rollout, Console(), log_lines=args.log_lines)
+    except NotFound as exc:
+        raise SystemExit(str(exc)) from None
+    finally:
+        store.close()
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from harnessrl.export import export
+    from harnessrl.store import NotFound
+    from harnessrl.types import RolloutStatus
+
+    store = _open_db(args)
+    try:
+        n = export(store, args.out, args.format, run_id=args.run,
+                   status=RolloutStatus(args.status) if args.status else None, redact=args.redact)
+    except NotFound as exc:
+        raise SystemExit(str(exc)) from None
+    except ImportError as exc:
+        raise SystemExit(f"{exc}: parquet export needs pyarrow (pip install 'harnessrl[export]')") from None
+    finally:
+        store.close()
+    print(f"exported {n} samples to {args.out}", file=sys.stderr, flush=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="harnessrl", description="RL for LLM agents inside their own harness.")
     ap.add_argument("--log-level", default=os.environ.get("HARNESSRL_LOG_LEVEL", "INFO"))
@@ -137,7 +227,45 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--split", choices=["eval", "train"], default="eval", help="which tasks to run")
     c.add_argument("--run-dir", help="run directory for the collected rollouts")
     c.set_defaults(func=cmd_collect)
+    _add_view_commands(sub)
     return ap
+
+
+def _add_view_commands(sub: Any) -> None:
+    """``ui``, ``rollouts``, ``show``, ``export``: reading the store (dashboard, terminal, dataset)."""
+    statuses = ["queued", "running", "succeeded", "failed", "timed_out", "cancelled"]
+    u = sub.add_parser("ui", help="serve the dashboard (runs, reward curves, rollouts, call tokens)")
+    u.add_argument("--db", required=True, help="store URL (sqlite:///path.db or postgresql://...)")
+    u.add_argument("--run-dir", action="append", default=[],
+                   help="run directory with metrics.jsonl / events.jsonl (repeatable; found from the store if omitted)")
+    u.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    u.add_argument("--port", type=int, default=8401, help="port (default 8401)")
+    u.add_argument("--tokenizer", help="model spec whose tokenizer decodes tokens (default: the run's engine.model; "
+                   "'none' shows ids)")
+    u.set_defaults(func=cmd_ui)
+    r = sub.add_parser("rollouts", help="list rollouts as a table")
+    r.add_argument("--db", required=True, help="store URL")
+    r.add_argument("--run", help="only this run")
+    r.add_argument("--status", choices=statuses, help="only this status")
+    r.add_argument("--step", type=int, help="only this step")
+    r.add_argument("--task", help="only this task")
+    r.add_argument("--failure", choices=["agent", "infra"], help="only this failure kind")
+    r.add_argument("--limit", type=int, default=50, help="rows to show (default 50)")
+    r.add_argument("--offset", type=int, default=0, help="rows to skip (a multiple of --limit)")
+    r.set_defaults(func=cmd_rollouts)
+    s = sub.add_parser("show", help="one rollout: rewards, calls, samples, logs")
+    s.add_argument("rollout", help="rollout id")
+    s.add_argument("--db", required=True, help="store URL")
+    s.add_argument("--log-lines", type=int, default=40, help="how many last log lines to print")
+    s.set_defaults(func=cmd_show)
+    e = sub.add_parser("export", help="write the samples (token ids, loss masks, logprobs, rewards) as a dataset")
+    e.add_argument("--db", required=True, help="store URL")
+    e.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
+    e.add_argument("--out", required=True, help="output file")
+    e.add_argument("--run", help="only this run")
+    e.add_argument("--status", choices=statuses, help="only rollouts with this status (e.g. succeeded)")
+    e.add_argument("--redact", action="append", default=[], help="extra regex to redact in text fields (repeatable)")
+    e.set_defaults(func=cmd_export)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from harnessrl.gateway.admin import AdminApi, json_response
 from harnessrl.gateway.config import GatewayConfig
@@ -34,6 +34,7 @@ from harnessrl.gateway.render_seam import ChatRenderer, load_renderer
 from harnessrl.gateway.rollouts import RolloutRegistry
 from harnessrl.store.base import RolloutClosed, Store
 from harnessrl.types import ApiKind
+from harnessrl.ui import LazyDashboard
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,8 @@ class Gateway:
             Route("/admin/resume", r(admin.resume), methods=["POST"]),
             Route("/admin/policy_version", r(admin.policy_version), methods=["POST"]),
             Route("/admin/status", r(admin.status), methods=["GET"]),
+            # The dashboard, read-only over the same store, behind the admin token (cookie after ?token=).
+            Mount("/ui", app=LazyDashboard(self.store, token=self.admin_token)),
         ]
         return Starlette(routes=routes, lifespan=self.lifespan)
 

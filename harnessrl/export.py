@@ -1,0 +1,144 @@
+"""``harnessrl export``: the recorded training view as a dataset (Parquet or JSON Lines).
+
+One record per **sample** (one training sequence: ``build_samples`` over a rollout's calls), carrying
+its rollout's fields and rewards. That is the unit an SFT or offline-RL job consumes: ``token_ids``,
+``loss_mask`` (1 = sampled by the policy) and ``behaviour_logprobs`` line up token for token, so no
+re-tokenization is needed. The conversation of the sample's last call (``request`` / ``response``, JSON
+text) is included for text-based use; rollouts without any trainable call yield no record.
+
+Redaction: the gateway stores requests and responses redacted already; export applies the configured
+patterns again (the gateway's defaults, the run's ``[gateway] redact_patterns`` and any ``--redact``),
+so a store recorded with weaker patterns does not leak through an export.
+
+Load with ``datasets.load_dataset("parquet", data_files=PATH)`` or ``("json", data_files=PATH)``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from harnessrl.gateway.config import GatewayConfig
+from harnessrl.gateway.redact import Redactor
+from harnessrl.store import NotFound, Store
+from harnessrl.training.samples import build_samples
+from harnessrl.types import Rollout, RolloutStatus, Run
+from harnessrl.ui.summary import main_reward
+from harnessrl.ui.views import sample_config
+
+log = logging.getLogger(__name__)
+
+Format = Literal["parquet", "jsonl"]
+PAGE = 500
+
+
+def _schema() -> Any:
+    import pyarrow as pa
+
+    reward = pa.struct([("name", pa.string()), ("value", pa.float64()), ("call_index", pa.int64())])
+    return pa.schema([
+        ("rollout_id", pa.string()), ("run_id", pa.string()), ("task_id", pa.string()), ("group_id", pa.string()),
+        ("step", pa.int64()), ("split", pa.string()), ("status", pa.string()), ("failure_kind", pa.string()),
+        ("rollout_policy_version", pa.int64()), ("reward", pa.float64()), ("rewards", pa.list_(reward)),
+        ("sample_index", pa.int64()), ("num_samples", pa.int64()), ("fidelity", pa.string()),
+        ("fidelity_reason", pa.string()), ("call_indices", pa.list_(pa.int64())),
+        ("policy_versions", pa.list_(pa.int64())), ("call_spans", pa.list_(pa.list_(pa.int64()))),
+        ("token_ids", pa.list_(pa.int64())), ("loss_mask", pa.list_(pa.int8())),
+        ("behaviour_logprobs", pa.list_(pa.float32())), ("request", pa.string()), ("response", pa.string()),
+    ])
+
+
+def redactor_for(runs: Sequence[Run], extra: Sequence[str] = ()) -> Redactor:
+    """The gateway's default patterns, every run's configured ones, and ``extra``."""
+    patterns = list(GatewayConfig().redact_patterns)
+    for run in runs:
+        gw = run.config.get("gateway") if isinstance(run.config, dict) else None
+        for p in (gw or {}).get("redact_patterns") or []:
+            if isinstance(p, str) and p not in patterns:
+                patterns.append(p)
+    patterns += [p for p in extra if p not in patterns]
+    return Redactor(patterns)
+
+
+def _rollouts(store: Store, run_id: str | None, status: RolloutStatus | None) -> Iterator[Rollout]:
+    offset = 0
+    while True:
+        page = store.list_rollouts(run_id=run_id, status=status, limit=PAGE, offset=offset)
+        yield from page
+        if len(page) < PAGE:
+            return
+        offset += len(page)
+
+
+def sample_records(store: Store, *, run_id: str | None = None, status: RolloutStatus | None = None,
+                   redact: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
+    """Every sample of the selected rollouts as a flat record (see the module docstring)."""
+    runs = {r.id: r for r in store.list_runs()}
+    if run_id is not None and run_id not in runs:
+        raise NotFound(f"run {run_id!r} does not exist")
+    redactor = redactor_for(list(runs.values()) if run_id is None else [runs[run_id]], redact)
+    for r in _rollouts(store, run_id, status):
+        run = runs.get(r.run_id) if r.run_id else None
+        calls = {c.index: c for c in store.get_calls(r.id)}
+        built = build_samples(list(calls.values()), r.group_id, sample_config(run), rollout_id=r.id)
+        if not built.samples:
+            continue
+        rewards = store.get_rewards(r.id)
+        main = main_reward(rewards)
+        for i, s in enumerate(built.samples):
+            last = calls[s.call_indices[-1]]
+            yield {
+                "rollout_id": r.id, "run_id": r.run_id, "task_id": r.task_id, "group_id": r.group_id,
+                "step": r.step, "split": r.metadata.get("split"), "status": r.status.value,
+                "failure_kind": r.failure_kind.value if r.failure_kind else None,
+                "rollout_policy_version": r.policy_version, "reward": main.value if main else None,
+                "rewards": [{"name": w.name, "value": w.value, "call_index": w.call_index} for w in rewards],
+                "sample_index": i, "num_samples": len(built.samples), "fidelity": s.fidelity.value,
+                "fidelity_reason": s.fidelity_reason, "call_indices": list(s.call_indices),
+                "policy_versions": list(s.policy_versions), "call_spans": [list(sp) for sp in s.call_spans],
+                "token_ids": list(s.token_ids), "loss_mask": list(s.loss_mask),
+                "behaviour_logprobs": list(s.behaviour_logprobs),
+                "request": orjson.dumps(redactor(last.request)).decode(),
+                "response": None if last.response is None else orjson.dumps(redactor(last.response)).decode(),
+            }
+
+
+def export(store: Store, out: str | Path, fmt: Format = "parquet", *, run_id: str | None = None,
+           status: RolloutStatus | None = None, redact: Sequence[str] = (), batch_rows: int = 512) -> int:
+    """Write the records to ``out`` (written to a temporary name, then renamed); returns how many."""
+    out = Path(out)
+    tmp = out.with_name(out.name + ".tmp")
+    records = sample_records(store, run_id=run_id, status=status, redact=redact)
+    n = 0
+    try:
+        if fmt == "jsonl":
+            with tmp.open("wb") as f:
+                for rec in records:
+                    f.write(orjson.dumps(rec) + b"\n")
+                    n += 1
+        elif fmt == "parquet":
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            schema = _schema()
+            with pq.ParquetWriter(tmp, schema) as writer:
+                batch: list[dict[str, Any]] = []
+                for rec in records:
+                    batch.append(rec)
+                    if len(batch) >= batch_rows:
+                        writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                        n, batch = n + len(batch), []
+                if batch or n == 0:
+                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                    n += len(batch)
+        else:
+            raise ValueError(f"unknown export format {fmt!r}: use 'parquet' or 'jsonl'")
+        tmp.replace(out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    log.info("exported %d samples to %s", n, out)
+    return n

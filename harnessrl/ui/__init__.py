@@ -1,0 +1,46 @@
+"""The dashboard: runs, reward curves, rollouts, and each call's tokens coloured by loss mask and logprob.
+
+``harnessrl ui --db URL`` serves it alone; the gateway serves it at ``/ui`` behind its admin token
+(``LazyDashboard``: the pages import the training code, so the gateway loads them on first visit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from harnessrl.store import Store
+
+__all__ = ["LazyDashboard", "dashboard_app"]
+
+
+def dashboard_app(store: Store, *, token: str | None = None, run_dirs: Sequence[Path] = (),
+                  store_url: str | None = None, tokenizer: str | None = None) -> Any:
+    """The dashboard as an ASGI app; with ``token`` every page needs it (see ``harnessrl.ui.auth``)."""
+    from harnessrl.ui.app import Dashboard
+    from harnessrl.ui.auth import TokenGate
+
+    app = Dashboard(store, run_dirs=run_dirs, store_url=store_url, tokenizer=tokenizer).app()
+    return TokenGate(app, token) if token else app
+
+
+class LazyDashboard:
+    """An ASGI app that builds ``dashboard_app(**kwargs)`` on its first request (off the event loop)."""
+
+    def __init__(self, store: Store, **kwargs: Any) -> None:
+        self._build = lambda: dashboard_app(store, **kwargs)
+        self._app: Any = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> Any:
+        with self._lock:
+            if self._app is None:
+                self._app = self._build()
+            return self._app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        app = self._app or await asyncio.to_thread(self._get)
+        await app(scope, receive, send)

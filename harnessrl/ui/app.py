@@ -1,0 +1,158 @@
+"""The dashboard's web application: server-rendered pages over a store (Starlette + Jinja2).
+
+``dashboard_app(store)`` is a plain ASGI app: ``harnessrl ui`` serves it alone, the gateway mounts it at
+``/ui`` behind its admin token. Handlers are synchronous (Starlette runs them in its thread pool) because
+the store is. Jinja2 autoescaping is on: prompts and completions are untrusted text.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from harnessrl.store import NotFound, Store
+from harnessrl.types import FailureKind, RolloutStatus
+from harnessrl.ui import summary, views
+from harnessrl.ui.auth import TokenGate
+from harnessrl.ui.conversation import pretty_json, request_turns, response_turns
+from harnessrl.ui.plots import Series, line_chart
+from harnessrl.ui.runfiles import find_run_dir, load_run_files
+from harnessrl.ui.tokens import Tokenizers, token_cells
+
+log = logging.getLogger(__name__)
+HERE = Path(__file__).parent
+#: Longest token list the call page renders (a larger prompt shows its tail).
+MAX_TOKENS_SHOWN = 20_000
+
+
+def _fmt_time(t: float | None) -> str:
+    import time
+
+    return "" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _fmt_s(s: float | None) -> str:
+    if s is None:
+        return ""
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def _fmt_num(v: float | None) -> str:
+    return "" if v is None else f"{v:.4g}"
+
+
+class Dashboard:
+    """Pages over ``store``; ``run_dirs`` are where to look for run directories (metrics, events)."""
+
+    def __init__(self, store: Store, *, run_dirs: Sequence[Path] = (), store_url: str | None = None,
+                 tokenizer: str | None = None) -> None:
+        self.store = store
+        self.run_dirs = [Path(d) for d in run_dirs]
+        self.store_url = store_url
+        self.tokenizers = Tokenizers(tokenizer)
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                               autoescape=select_autoescape(default=True, default_for_string=True))
+        self.env.filters.update(time=_fmt_time, secs=_fmt_s, num=_fmt_num, q=lambda v: quote(str(v), safe=""))
+        self.env.globals.update(statuses=[s.value for s in RolloutStatus], failures=[k.value for k in FailureKind],
+                                urlencode=urlencode)
+
+    def render(self, request: Request, name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        html = self.env.get_template(name).render(root=root, **ctx)
+        return HTMLResponse(html, status_code=status, headers={
+            "Content-Security-Policy": "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:",
+            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"})
+
+    def not_found(self, request: Request, what: str) -> HTMLResponse:
+        return self.render(request, "error.html", status=404, message=f"{what} does not exist")
+
+    # -- pages ----------------------------------------------------------------------------------------
+    def runs(self, request: Request) -> Response:
+        return self.render(request, "runs.html", runs=list(reversed(self.store.list_runs())))
+
+    def run(self, request: Request) -> Response:
+        run_id = request.path_params["run"]
+        try:
+            run = self.store.get_run(run_id)
+        except NotFound:
+            return self.not_found(request, f"run {run_id!r}")
+        files = load_run_files(find_run_dir(run, self.run_dirs, self.store_url))
+        reward = line_chart("reward", [Series("train (mean per step)", files.train_reward()),
+                                       Series("held-out (per evaluation)", files.held_out_reward())])
+        charts = [line_chart(name, [Series(name, files.series(name))]) for name in files.metric_names()]
+        f = summary.Filters.parse(request.query_params, run=run.id)
+        rows, more = summary.rollout_page(self.store, f)
+        return self.render(request, "run.html", run=run, files=files, reward_chart=reward, charts=charts,
+                           versions=self.store.list_policy_versions(run.id), rows=rows, more=more, f=f,
+                           base=f"/runs/{quote(run.id, safe='')}", config_json=pretty_json(run.config))
+
+    def rollouts(self, request: Request) -> Response:
+        f = summary.Filters.parse(request.query_params)
+        rows, more = summary.rollout_page(self.store, f)
+        return self.render(request, "rollouts.html", rows=rows, more=more, f=f, base="/rollouts")
+
+    def rollout(self, request: Request) -> Response:
+        rid = request.path_params["rollout"]
+        try:
+            v = views.rollout_view(self.store, rid)
+        except NotFound:
+            return self.not_found(request, f"rollout {rid!r}")
+        trained = {c.index: views.call_training(c, v.samples) for c in v.calls}
+        segments = [views.sample_segments(s) for s in v.samples.samples]
+        return self.render(request, "rollout.html", v=v, trained=trained, segments=segments,
+                           input_json=pretty_json(v.rollout.input), metadata_json=pretty_json(v.rollout.metadata))
+
+    def call(self, request: Request) -> Response:
+        rid = request.path_params["rollout"]
+        try:
+            index = int(request.path_params["index"])
+            v = views.rollout_view(self.store, rid)
+            call = next(c for c in v.calls if c.index == index)
+        except (NotFound, ValueError, StopIteration):
+            return self.not_found(request, f"call {request.path_params['index']!r} of rollout {rid!r}")
+        training = views.call_training(call, v.samples)
+        decode = self.tokenizers.decoder(v.run.config if v.run else None)
+        prompt = call.prompt_token_ids
+        cut = max(0, len(prompt) - MAX_TOKENS_SHOWN)
+        prompt_cells = token_cells(prompt[cut:], None, 0, decode)
+        completion_cells = token_cells(call.completion_token_ids, call.completion_logprobs,
+                                       training.trained_tokens, decode)
+        return self.render(
+            request, "call.html", v=v, call=call, training=training, prompt_cells=prompt_cells,
+            prompt_cut=cut, completion_cells=completion_cells, decoded=decode is not None,
+            tokenizer=self.tokenizers.spec_for(v.run.config if v.run else None),
+            request_turns=request_turns(call.request), response_turns=response_turns(call.response),
+            request_json=pretty_json(call.request), response_json=pretty_json(call.response),
+            sampling_json=pretty_json(call.sampling))
+
+    def login(self, request: Request) -> Response:
+        return self.render(request, "login.html", failed=request.query_params.get("failed") == "1",
+                           next=request.query_params.get("next", ""))
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[
+            Route("/", self.runs, methods=["GET"]),
+            Route("/runs/{run}", self.run, methods=["GET"]),
+            Route("/rollouts", self.rollouts, methods=["GET"]),
+            Route("/rollouts/{rollout}", self.rollout, methods=["GET"]),
+            Route("/rollouts/{rollout}/calls/{index}", self.call, methods=["GET"]),
+            Route("/login", self.login, methods=["GET"]),
+            Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+        ])
+
+
+def dashboard_app(store: Store, *, token: str | None = None, run_dirs: Sequence[Path] = (),
+                  store_url: str | None = None, tokenizer: str | None = None) -> Any:
+    """The dashboard as an ASGI app; with ``token`` every page needs it (see ``harnessrl.ui.auth``)."""
+    app = Dashboard(store, run_dirs=run_dirs, store_url=store_url, tokenizer=tokenizer).app()
+    return TokenGate(app, token) if token else app

@@ -1,0 +1,95 @@
+"""What the rollout and call pages show: a rollout's calls, rewards and samples (via ``build_samples``).
+
+Pure data: the templates only lay it out. A page reads one rollout's calls; never a scan of the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harnessrl.store import NotFound, Store
+from harnessrl.training.config import SampleConfig, TrainingConfig
+from harnessrl.training.samples import SampleSet, build_samples
+from harnessrl.types import Call, CallStatus, Reward, Rollout, Run, Sample
+from harnessrl.ui.summary import duration_s
+
+
+def sample_config(run: Run | None) -> SampleConfig:
+    """The run's sample settings (so the page shows the samples training built), default otherwise."""
+    if run is None:
+        return SampleConfig()
+    try:
+        return TrainingConfig.model_validate(run.config.get("training") or {}).samples
+    except Exception:  # an older or foreign config: the defaults still explain the split
+        return SampleConfig()
+
+
+@dataclass
+class CallTraining:
+    """How one call's completion entered training."""
+
+    sample_index: int | None
+    sample: Sample | None
+    trained_tokens: int
+    note: str
+
+
+def call_training(call: Call, samples: SampleSet) -> CallTraining:
+    for i, s in enumerate(samples.samples):
+        if call.index in s.call_indices:
+            start, end = s.call_spans[s.call_indices.index(call.index)]
+            n = end - start
+            note = f"sample {i} ({s.fidelity.value})"
+            if n < len(call.completion_token_ids):
+                note += f"; truncated to {n} of {len(call.completion_token_ids)} tokens (max_sequence_length)"
+            return CallTraining(i, s, n, note)
+    if call.status != CallStatus.OK:
+        why = f"not trained: call status {call.status.value}"
+    elif not call.completion_token_ids:
+        why = "not trained: no completion token IDs"
+    elif len(call.completion_logprobs) != len(call.completion_token_ids):
+        why = "not trained: logprobs do not match the completion tokens"
+    else:
+        why = "not trained: its sample exceeded max_sequence_length and was dropped"
+    return CallTraining(None, None, 0, why)
+
+
+@dataclass
+class RolloutView:
+    rollout: Rollout
+    run: Run | None
+    calls: list[Call]
+    rewards: list[Reward]
+    samples: SampleSet
+    duration_s: float | None
+
+
+def _run_or_none(store: Store, run_id: str | None) -> Run | None:
+    if run_id is None:
+        return None
+    try:
+        return store.get_run(run_id)
+    except NotFound:
+        return None
+
+
+def rollout_view(store: Store, rollout_id: str) -> RolloutView:
+    r = store.get_rollout(rollout_id)
+    run = _run_or_none(store, r.run_id)
+    calls = store.get_calls(rollout_id)
+    samples = build_samples(calls, r.group_id, sample_config(run), rollout_id=r.id)
+    return RolloutView(r, run, calls, store.get_rewards(rollout_id), samples, duration_s(r))
+
+
+def sample_segments(s: Sample) -> list[tuple[str, int, int | None]]:
+    """A sample as ``(kind, tokens, call index)`` segments: context before each call, then its completion."""
+    segs: list[tuple[str, int, int | None]] = []
+    pos = 0
+    for idx, (start, end) in zip(s.call_indices, s.call_spans, strict=True):
+        if start > pos:
+            segs.append(("context", start - pos, idx))
+        segs.append(("completion", end - start, idx))
+        pos = end
+    if pos < len(s.token_ids):
+        segs.append(("context", len(s.token_ids) - pos, None))
+    return segs

@@ -68,20 +68,15 @@ def make_samples(scenario: str, n_rollouts: int, vocab: int, seed: int = 0, grou
     return out
 
 
-def harnessrl_stepper(path: str, samples: list[Sample], token_budget: int):
-    cfg = TrainingConfig(
-        lora=LoraConfig(r=16, alpha=32, target_modules=TARGETS),
-        micro_batch_tokens=token_budget,
-        device="cpu",
-        lr=1e-5,
-        entropy_metric=True,
-    )
+def harnessrl_stepper(path: str, samples: list[Sample], token_budget: int, share_prefix: bool):
+    cfg = TrainingConfig(lora=LoraConfig(r=16, alpha=32, target_modules=TARGETS), micro_batch_tokens=token_budget,
+                         device="cpu", lr=1e-5, entropy_metric=True, share_prefix_min=16 if share_prefix else None)
     trainer = Trainer(load_model(path), cfg)
 
-    def step() -> float:
-        t0 = time.perf_counter()
+    def step() -> tuple[float, float]:
+        t0, c0 = time.perf_counter(), time.process_time()
         trainer.step(samples)
-        return time.perf_counter() - t0
+        return time.perf_counter() - t0, time.process_time() - c0
 
     return step
 
@@ -181,7 +176,11 @@ def main() -> None:
     ap.add_argument("--per-device", type=int, default=4, help="TRL sequences per micro-batch")
     ap.add_argument("--token-budget", type=int, default=2048, help="harnessrl tokens per micro-batch")
     ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch threads; 1 keeps CPU time meaningful on a shared machine (spinning OpenMP "
+                    "workers inflate it under contention)")
     args = ap.parse_args()
+    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     from harnessrl.models.prepare import prepare_model
 
@@ -212,6 +211,7 @@ def main() -> None:
             rate[name] = (tokens / wall, tokens / cpu)
             print(f"  {name:32s} {tokens / wall:7.1f} tokens/s wall  {tokens / cpu:7.1f} tokens/CPU-s  "
                   f"(steps {', '.join(f'{t:.1f}s' for t, _ in ts)})")
+        assert torch.get_num_threads() == args.threads, "a library changed the thread count mid-run"
         trl = rate["TRL GRPOTrainer"]
         for name in ("harnessrl", "harnessrl (no prefix sharing)"):
             print(f"  ratio {name}/TRL: {rate[name][0] / trl[0]:.2f}x wall, {rate[name][1] / trl[1]:.2f}x CPU "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harnessrl.store import Store
 from harnessrl.store.base import NewCall
-from harnessrl.types import ApiKind, CallStatus, ChoiceTokens, FailureKind, RolloutStatus
+from harnessrl.types import ApiKind, CallStatus, ChoiceTokens, FailureKind, Fidelity, RolloutStatus
 
 XSS = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned=1">'
 
@@ -42,7 +42,7 @@ def _call(rid: str, prompt: list[int], completion: list[int], messages: list[dic
         choices=[ChoiceTokens(completion, lps, "stop")] if status == CallStatus.OK else [],
         policy_version=version, requested_model="policy", sampling={"temperature": 1.0},
         engine_id="e0", latency_s=0.25, error=None if status == CallStatus.OK else "engine said no",
-        fidelity=None if fidelity is None else __import__("harnessrl.types", fromlist=["Fidelity"]).Fidelity(fidelity),
+        fidelity=None if fidelity is None else Fidelity(fidelity),
         fidelity_reason=reason)
 
 

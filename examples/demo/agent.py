@@ -38,7 +38,7 @@ FACT_WORDS = [_words(fact) for fact in KB]
 DF = {w: sum(w in ws for ws in FACT_WORDS) for ws in FACT_WORDS for w in ws}
 
 
-def search(query: str, k: int = 2) -> str:
+def search(query: str, k: int = 1) -> str:
     """The k facts that best match the query, rare words counting most (tf-idf without the tf)."""
     q = _words(query)
     scores = [sum(1.0 / DF[w] for w in q & ws) for ws in FACT_WORDS]
@@ -53,7 +53,7 @@ def main() -> int:
         {"role": "system", "content": "You answer questions about countries. Use the search tool to look up facts."},
         {"role": "user", "content": f"{question} Reply with only the name."},
     ]
-    first = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS, max_tokens=32)
+    first = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS, max_tokens=24)
     msg = first.choices[0].message
     if msg.tool_calls:
         call = msg.tool_calls[0]
@@ -65,9 +65,9 @@ def main() -> int:
                          "tool_calls": [tc.model_dump() for tc in msg.tool_calls[:1]]})
         messages.append({"role": "tool", "tool_call_id": call.id, "content": search(query)})
     else:
-        # Small models often answer in prose instead of calling the tool: search with what they wrote.
+        # Small models often answer in prose instead of calling the tool: search for the question itself.
         messages.append({"role": "assistant", "content": msg.content or ""})
-        messages.append({"role": "user", "content": "Search results:\n" + search(f"{question} {msg.content}")
+        messages.append({"role": "user", "content": "Search results:\n" + search(question)
                          + "\nReply with only the name."})
     final = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS, max_tokens=16)
     answer = (final.choices[0].message.content or "").strip()

@@ -18,9 +18,6 @@ class LoraConfig(BaseModel):
 
     r: int = Field(16, ge=1, description="Adapter rank.")
     alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = alpha / r).")
-    dropout: float = Field(
-        0.0, ge=0.0, lt=1.0, description="Adapter dropout. 0 keeps trainer logprobs equal to the engine's."
-    )
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         description="Module names to adapt (the Llama/Qwen/Mistral projection names by default).",

@@ -115,9 +115,9 @@ class Trainer:
                 f"none of the LoRA target_modules {lc.target_modules} exist in {type(model).__name__}; "
                 f"set training.lora.target_modules to some of {sorted(present)[:20]}"
             )
-        peft_cfg = LoraConfig(r=lc.r, lora_alpha=lc.alpha, lora_dropout=lc.dropout, target_modules=targets,
+        peft_cfg = LoraConfig(r=lc.r, lora_alpha=lc.alpha, lora_dropout=0.0, target_modules=targets,
                               bias="none", task_type="CAUSAL_LM")
-        return get_peft_model(model, peft_cfg)
+        return get_peft_model(model, peft_cfg)  # no adapter dropout: logprobs must match the engine's
 
     # -- the update --------------------------------------------------------------------------------------
     def step(self, batch: TrainBatch | Sequence[Sample]) -> dict[str, Any]:

@@ -13,8 +13,7 @@ import logging
 import socket
 import threading
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -28,18 +27,15 @@ from starlette.routing import Route
 from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import protocol as P
 from harnessrl.engines.embedded.engine import EmbeddedEngine, EngineBusyError
-from harnessrl.engines.embedded.outputs import Admitted, Delta, EngineError, Failed, RequestHandle
+from harnessrl.engines.embedded.outputs import Delta, EngineError, RequestHandle
 from harnessrl.engines.embedded.sampling import InvalidRequestError
+from harnessrl.engines.embedded.streams import Ctx, chat_stream, completion_stream, guard, result, usage
 
 logger = logging.getLogger(__name__)
 
 
 def _json(obj: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(obj), status_code=status, media_type="application/json")
-
-
-def _sse(obj: Any) -> bytes:
-    return b"data: " + orjson.dumps(obj) + b"\n\n"
 
 
 def _errors(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
@@ -54,6 +50,9 @@ def _errors(fn: Callable[[Request], Awaitable[Response]]) -> Callable[[Request],
             return _json(P.error_body(str(exc), type_="server_error"), exc.status)
         except (ValueError, FileNotFoundError) as exc:  # bad weight-update requests
             return _json(P.error_body(str(exc)), 400)
+        except Exception as exc:  # the client still gets the OpenAI error shape
+            logger.exception("engine request failed")
+            return _json(P.error_body(f"internal error: {exc}", type_="server_error"), 500)
 
     return wrapped
 
@@ -80,12 +79,12 @@ def build_app(engine: EmbeddedEngine) -> Starlette:
         params = P.sampling_params(body, chat=True)
         prompt = P.render_chat(engine.tokenizer, body)
         handle = submit(prompt, params)
-        ctx = _Ctx(body, engine, "chatcmpl")
+        ctx = Ctx(body, engine, "chatcmpl")
         if body.get("stream"):
             return StreamingResponse(
-                _guard(handle, _chat_stream(handle, ctx, tok)), media_type="text/event-stream"
+                guard(handle, chat_stream(handle, ctx, tok)), media_type="text/event-stream"
             )
-        out = await _result(handle)
+        out = await result(handle)
         choices = []
         for c in out.choices:
             delta = Delta(c.index, c.token_ids, c.logprobs, c.top_logprobs, c.text, c.finish_reason)
@@ -100,7 +99,7 @@ def build_app(engine: EmbeddedEngine) -> Starlette:
                 choice["token_ids"] = c.token_ids
             choices.append(choice)
         resp = ctx.envelope("chat.completion", out.policy_version, choices)
-        resp["usage"] = _usage(len(out.prompt_token_ids), sum(len(c.token_ids) for c in out.choices))
+        resp["usage"] = usage(len(out.prompt_token_ids), sum(len(c.token_ids) for c in out.choices))
         if ctx.token_ids:
             resp["prompt_token_ids"] = out.prompt_token_ids
         return _json(resp)
@@ -110,17 +109,17 @@ def build_app(engine: EmbeddedEngine) -> Starlette:
         body = await _body(request)
         params = P.sampling_params(body, chat=False)
         prompts = P.completion_prompts(engine.tokenizer, body)
-        ctx = _Ctx(body, engine, "cmpl")
+        ctx = Ctx(body, engine, "cmpl")
         ctx.logprobs = body.get("logprobs") is not None
         if body.get("stream"):
             if len(prompts) != 1:
                 raise InvalidRequestError("streaming supports one prompt per request", param="prompt")
             handle = submit(prompts[0], params)
             return StreamingResponse(
-                _guard(handle, _completion_stream(handle, ctx, tok)), media_type="text/event-stream"
+                guard(handle, completion_stream(handle, ctx, tok)), media_type="text/event-stream"
             )
         handles = [submit(p, params) for p in prompts]
-        outs = await asyncio.gather(*(_result(h) for h in handles))
+        outs = await asyncio.gather(*(result(h) for h in handles))
         choices, completion_tokens = [], 0
         for k, out in enumerate(outs):
             for c in out.choices:
@@ -140,7 +139,7 @@ def build_app(engine: EmbeddedEngine) -> Starlette:
                 choices.append(choice)
                 completion_tokens += len(c.token_ids)
         resp = ctx.envelope("text_completion", min(o.policy_version for o in outs), choices)
-        resp["usage"] = _usage(sum(len(o.prompt_token_ids) for o in outs), completion_tokens)
+        resp["usage"] = usage(sum(len(o.prompt_token_ids) for o in outs), completion_tokens)
         return _json(resp)
 
     async def models(request: Request) -> Response:
@@ -202,122 +201,6 @@ def build_app(engine: EmbeddedEngine) -> Starlette:
         Route("/v1/load_lora_adapter", load_lora_adapter, methods=["POST"]),
     ]
     return Starlette(routes=routes, exception_handlers={404: not_found})
-
-
-class _Ctx:
-    """Per-request response settings shared by the streaming and non-streaming paths."""
-
-    def __init__(self, body: dict[str, Any], engine: EmbeddedEngine, prefix: str) -> None:
-        self.id = f"{prefix}-{uuid.uuid4().hex}"
-        self.created = P.now()
-        self.model = body.get("model") or engine.model_name
-        self.token_ids = bool(body.get("return_token_ids"))
-        self.logprobs = bool(body.get("logprobs"))
-        self.usage = bool((body.get("stream_options") or {}).get("include_usage"))
-
-    def envelope(self, obj: str, version: int, choices: list[dict[str, Any]]) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": obj,
-            "created": self.created,
-            "model": self.model,
-            "choices": choices,
-            "policy_version": version,
-        }
-
-
-def _usage(prompt: int, completion: int) -> dict[str, int]:
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-async def _result(handle: RequestHandle) -> Any:
-    try:
-        return await handle.aresult()
-    except asyncio.CancelledError:
-        handle.cancel()
-        raise
-
-
-async def _guard(handle: RequestHandle, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """Cancel generation when the client goes away mid-stream."""
-    try:
-        async for chunk in chunks:
-            yield chunk
-    finally:
-        handle.cancel()
-
-
-async def _chat_stream(handle: RequestHandle, ctx: _Ctx, tok: P.TokenText) -> AsyncIterator[bytes]:
-    version, prompt_len, completion = -1, 0, 0
-    async for ev in handle.events():
-        if isinstance(ev, Admitted):
-            version, prompt_len = ev.policy_version, len(ev.prompt_token_ids)
-            for i in range(handle.n):
-                first = ctx.envelope(
-                    "chat.completion.chunk",
-                    version,
-                    [
-                        {
-                            "index": i,
-                            "delta": {"role": "assistant", "content": ""},
-                            "logprobs": None,
-                            "finish_reason": None,
-                        }
-                    ],
-                )
-                if ctx.token_ids and i == 0:
-                    first["prompt_token_ids"] = ev.prompt_token_ids
-                yield _sse(first)
-        elif isinstance(ev, Delta):
-            completion += len(ev.token_ids)
-            choice: dict[str, Any] = {
-                "index": ev.index,
-                "delta": {"content": ev.text},
-                "logprobs": tok.chat_logprobs(ev) if ctx.logprobs else None,
-                "finish_reason": ev.finish_reason,
-            }
-            if ctx.token_ids:
-                choice["token_ids"] = ev.token_ids
-            yield _sse(ctx.envelope("chat.completion.chunk", version, [choice]))
-        elif isinstance(ev, Failed):
-            yield _sse(P.error_body(ev.message, type_="server_error"))
-    if ctx.usage:
-        last = ctx.envelope("chat.completion.chunk", version, [])
-        last["usage"] = _usage(prompt_len, completion)
-        yield _sse(last)
-    yield b"data: [DONE]\n\n"
-
-
-async def _completion_stream(handle: RequestHandle, ctx: _Ctx, tok: P.TokenText) -> AsyncIterator[bytes]:
-    version, prompt, completion = -1, [], 0
-    offsets = [0] * handle.n
-    started: set[int] = set()
-    async for ev in handle.events():
-        if isinstance(ev, Admitted):
-            version, prompt = ev.policy_version, ev.prompt_token_ids
-        elif isinstance(ev, Delta):
-            completion += len(ev.token_ids)
-            choice: dict[str, Any] = {
-                "index": ev.index,
-                "text": ev.text,
-                "logprobs": tok.completion_logprobs(ev, offsets[ev.index]) if ctx.logprobs else None,
-                "finish_reason": ev.finish_reason,
-                "stop_reason": None,
-            }
-            offsets[ev.index] += sum(len(tok.text(t)) for t in ev.token_ids)
-            if ctx.token_ids:
-                if ev.index not in started:
-                    choice["prompt_token_ids"] = prompt
-                choice["token_ids"] = ev.token_ids
-            started.add(ev.index)
-            yield _sse(ctx.envelope("text_completion", version, [choice]))
-        elif isinstance(ev, Failed):
-            yield _sse(P.error_body(ev.message, type_="server_error"))
-    if ctx.usage:
-        last = ctx.envelope("text_completion", version, [])
-        last["usage"] = _usage(len(prompt), completion)
-        yield _sse(last)
-    yield b"data: [DONE]\n\n"
 
 
 def _load_folder_weights(path: str, load_file: Any) -> dict[str, Any]:

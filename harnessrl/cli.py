@@ -149,9 +149,14 @@ def _filters(args: argparse.Namespace) -> Any:
                    failure=FailureKind(args.failure) if args.failure else None)
 
 
-def cmd_rollouts(args: argparse.Namespace) -> int:
+def _console() -> Any:
+    """Terminal width in a terminal; wide when piped, so tables are not squeezed into 80 columns."""
     from rich.console import Console
 
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def cmd_rollouts(args: argparse.Namespace) -> int:
     from harnessrl.trace import print_rollouts
 
     if args.limit < 1 or args.offset < 0 or args.offset % args.limit:
@@ -160,21 +165,19 @@ def cmd_rollouts(args: argparse.Namespace) -> int:
     f.page = args.offset // args.limit
     store = _open_db(args)
     try:
-        print_rollouts(store, f, args.limit, Console())
+        print_rollouts(store, f, args.limit, _console())
     finally:
         store.close()
     return 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from harnessrl.store import NotFound
     from harnessrl.trace import print_rollout
 
     store = _open_db(args)
     try:
-        print_rollout(store, args.rollout, Console(), log_lines=args.log_lines)
+        print_rollout(store, args.rollout, _console(), log_lines=args.log_lines)
     except NotFound as exc:
         raise SystemExit(str(exc)) from None
     finally:

@@ -23,24 +23,32 @@ def _num(v: float | None) -> str:
     return "" if v is None else f"{v:.4g}"
 
 
-def rollouts_table(rows: list[RolloutRow], title: str = "rollouts") -> Table:
+def rollouts_table(rows: list[RolloutRow], title: str = "rollouts", show_run: bool = True) -> Table:
+    """The rollout id column never shrinks (people copy it into ``harnessrl show``)."""
     t = Table(title=title, title_justify="left")
-    for col, just in (("rollout", "left"), ("run", "left"), ("step", "right"), ("task", "left"),
-                      ("status", "left"), ("failure", "left"), ("reward", "right"), ("calls", "right"),
-                      ("duration", "right"), ("version", "right")):
-        t.add_column(col, justify=just, no_wrap=col == "rollout")  # type: ignore[arg-type]
+    id_width = max((len(r.rollout.id) for r in rows), default=7)
+    cols = [("rollout", "left"), ("run", "left"), ("step", "right"), ("task", "left"), ("status", "left"),
+            ("failure", "left"), ("reward", "right"), ("calls", "right"), ("duration", "right"),
+            ("version", "right")]
+    for col, just in cols:
+        if col == "run" and not show_run:
+            continue
+        t.add_column(col, justify=just, no_wrap=col == "rollout",  # type: ignore[arg-type]
+                     min_width=id_width if col == "rollout" else None)
     for row in rows:
         r = row.rollout
-        t.add_row(*(Text(x) for x in (
-            r.id, r.run_id or "", "" if r.step is None else str(r.step), r.task_id, r.status.value,
-            r.failure_kind.value if r.failure_kind else "", _num(row.reward.value if row.reward else None),
-            str(row.calls), _secs(row.duration_s), str(r.policy_version))))
+        cells = [r.id, r.run_id or "", "" if r.step is None else str(r.step), r.task_id, r.status.value,
+                 r.failure_kind.value if r.failure_kind else "", _num(row.reward.value if row.reward else None),
+                 str(row.calls), _secs(row.duration_s), str(r.policy_version)]
+        if not show_run:
+            del cells[1]
+        t.add_row(*(Text(x) for x in cells))
     return t
 
 
 def print_rollouts(store: Store, filters: Filters, limit: int, console: Console) -> int:
     rows, more = rollout_page(store, filters, page_size=limit)
-    console.print(rollouts_table(rows))
+    console.print(rollouts_table(rows, show_run=filters.run is None))
     if more:
         console.print(Text(f"more rollouts follow: --offset {filters.page * limit + limit}"), style="dim")
     return len(rows)

@@ -69,10 +69,20 @@ class Stack:
             engine = EmbeddedEngine(model, tokenizer, config.engine)
             engine_server = start_server(engine, owns_engine=True)
             engines = [engine_server.base_url]
+        elif config.engine.kind == "vllm":
+            from harnessrl.engines import vllm_stack
+
+            engine_server = vllm_stack.start_engine(config)  # launched or attached vLLM servers
+            engines = engine_server.urls
+        elif config.engine.kind == "sglang":
+            from harnessrl.engines.sglang import check_sglang
+
+            check_sglang(config, train=train or checkpoint is not None)
         if not engines:
             raise ValueError('[engine] lists no urls: set kind = "embedded" or urls = ["http://host:port/v1"]')
         if train or checkpoint is not None:
-            trainer = _make_trainer(config, store, run_id, engine, tokenizer)
+            trainer = _make_trainer(config, store, run_id, engine, tokenizer,
+                                    vllm=engine_server if config.engine.kind == "vllm" else None)
             if checkpoint is not None:
                 trainer.load_checkpoint(checkpoint)
                 if engine is not None and trainer.policy_version > 0:
@@ -85,7 +95,15 @@ class Stack:
         if config.engine.kind == "embedded":
             # The gateway renders with the served model's own tokenizer (token-exact mode).
             gw_config.render = gw_config.render.model_copy(update={"tokenizer": config.engine.model})
+        if config.engine.kind == "vllm":
+            from harnessrl.engines import vllm_stack
+
+            gw_config = gw_config.model_copy(update=vllm_stack.gateway_overrides(config, engine_server))
         gateway = serve_in_thread(store, engines, gw_config)
+        if trainer is not None and config.engine.kind == "vllm":
+            vllm_stack.attach_gateway(trainer.publisher, gateway.url, gateway.gateway.admin_token)
+            if trainer.policy_version > 0:  # a resumed run: serve the checkpoint's weights again
+                trainer.publisher.publish(trainer.model, trainer.policy_version)
         log.info("gateway at %s, engines %s", gateway.url, engines)
         return cls(config, store, gateway, engine, engine_server, trainer, tokenizer)
 
@@ -100,7 +118,8 @@ class Stack:
             self.trainer.close()
 
 
-def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engine: Any, tokenizer: Any) -> Any:
+def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engine: Any, tokenizer: Any,
+                  vllm: Any = None) -> Any:
     from harnessrl.models import load_model
     from harnessrl.training import FolderPublisher, InProcessPublisher, Trainer
 
@@ -109,6 +128,10 @@ def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engin
     run_dir = config.run_dir
     folder = FolderPublisher(run_dir / "policies", tokenizer=tokenizer)
     publisher: Any = InProcessPublisher(engine) if engine is not None else folder
+    if vllm is not None:
+        from harnessrl.engines.vllm_stack import make_publisher
+
+        publisher = make_publisher(config, folder, vllm)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     # store=None: the controller records policy versions itself, after the checkpoint that makes them durable.
     return Trainer(model, config.training, run_dir=run_dir, publisher=publisher, store=None, run_id=run_id,

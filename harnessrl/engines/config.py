@@ -6,16 +6,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harnessrl.engines.vllm_config import VllmConfig
+
 
 class EngineConfig(BaseModel):
     """How the policy is served. The defaults run SmolLM2-135M in-process on a laptop CPU."""
 
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["embedded", "vllm", "openai"] = Field(
+    kind: Literal["embedded", "vllm", "sglang", "openai"] = Field(
         "embedded",
-        description="embedded: in-process PyTorch engine; vllm: attach to vLLM OpenAI servers at `urls`; "
-        "openai: any OpenAI-compatible server at `urls` (no token IDs unless it returns them).",
+        description="embedded: in-process PyTorch engine; vllm: launch a vLLM OpenAI server (or attach to "
+        "`urls`, see [engine.vllm]); sglang: attach to SGLang servers at `urls` (docs/vllm.md); openai: any "
+        "OpenAI-compatible server at `urls` (no token IDs unless it returns them).",
     )
     urls: list[str] = Field(
         default_factory=list,
@@ -59,4 +62,7 @@ class EngineConfig(BaseModel):
     seed: int = Field(0, description="Base seed for requests that do not set their own.")
     num_threads: int | None = Field(
         None, description="torch threads for generation; default: every core this process may use."
+    )
+    vllm: VllmConfig = Field(
+        default_factory=VllmConfig, description="vLLM settings ([engine.vllm]): launch or attach, LoRA, venv."
     )

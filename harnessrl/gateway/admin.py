@@ -164,6 +164,16 @@ class AdminApi:
         version = body.get("version")
         if type(version) is not int or version < 0:
             raise BadRequest("'version' must be a non-negative integer")
+        engine_model = body.get("engine_model")
+        if engine_model is not None and (not isinstance(engine_model, str) or not engine_model):
+            raise BadRequest("'engine_model' must be a non-empty string (the model name sent to the engines)")
+        if engine_model is not None:
+            # A publisher swapped what the engines serve (a new LoRA name, or a restarted server): route
+            # later calls there, and re-check health now so a restarted engine is not left marked down.
+            self.gw.config.engine_model = engine_model
+            for engine in self.gw.pool.engines:
+                engine.model = engine_model
+            await self.gw.pool.check_health()
         self.gw.gate.policy_version = version
         if body.get("record"):
             await asyncio.to_thread(self.gw.store.add_policy_version, version, body.get("checkpoint_path"),

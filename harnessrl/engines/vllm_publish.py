@@ -1,0 +1,132 @@
+"""Publishing trained weights to vLLM engines: LoRA hot-load, or a restart on a saved full model.
+
+The controller pauses the gateway (new requests wait, in-flight ones drain) around ``Trainer.publish``,
+so a publisher may swap what the engines serve without any request seeing half an update. After the
+swap it tells the gateway (``POST /admin/policy_version`` with ``engine_model``) which upstream model
+name now serves the policy, so every later call goes to the new adapter and is stamped with the new
+version.
+
+- LoRA (``VllmLoraPublisher``): write the peft adapter folder, ``POST /v1/load_lora_adapter`` on every
+  engine as ``policy-v<N>`` (vLLM started with ``--enable-lora`` and
+  ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``), switch the gateway to that name, unload the previous one.
+  Seconds, no restart; the folder must be readable by the engines (same machine or shared storage).
+- Full weights (``VllmReloadPublisher``): write a safetensors model folder and restart the launched
+  servers on it (about a minute for a small model on a CPU; vLLM has no stable API to load new full
+  weights into a running server).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import httpx
+import torch
+
+from harnessrl.engines.vllm import VllmEngine, VllmError
+from harnessrl.training.publish import FolderPublisher
+
+log = logging.getLogger(__name__)
+
+
+class GatewayLink:
+    """The admin API of the gateway a publisher switches (URL and admin token)."""
+
+    def __init__(self, url: str, admin_token: str, timeout_s: float = 60.0) -> None:
+        self.url = url.rstrip("/")
+        self.admin_token = admin_token
+        self.timeout_s = timeout_s
+
+    def switch(self, version: int, engine_model: str | None) -> None:
+        """Route later calls to ``engine_model`` (None: keep) and stamp them with ``version``."""
+        body: dict[str, Any] = {"version": version}
+        if engine_model is not None:
+            body["engine_model"] = engine_model
+        r = httpx.post(f"{self.url}/admin/policy_version", json=body, timeout=self.timeout_s,
+                       headers={"Authorization": f"Bearer {self.admin_token}"})
+        if r.status_code != 200:
+            raise VllmError(f"the gateway refused the switch to {engine_model!r} v{version}: "
+                            f"HTTP {r.status_code} {r.text[:500]}")
+
+
+class _GatewayAware:
+    gateway: GatewayLink | None = None
+
+    def attach_gateway(self, url: str, admin_token: str) -> None:
+        """Set the gateway to switch after each publish (the stack starts it after the trainer)."""
+        self.gateway = GatewayLink(url, admin_token)
+
+    def _switch(self, version: int, engine_model: str | None) -> None:
+        if self.gateway is None:
+            log.warning("published policy v%d but no gateway is attached: calls keep going to the old "
+                        "model name until the gateway's engine_model is changed", version)
+            return
+        self.gateway.switch(version, engine_model)
+
+
+class VllmLoraPublisher(_GatewayAware):
+    """Saves the LoRA adapter and hot-loads it on every engine as ``<prefix><version>``."""
+
+    def __init__(self, folder: FolderPublisher, urls: list[str], *, name_prefix: str = "policy-v",
+                 gateway: GatewayLink | None = None, timeout_s: float = 300.0) -> None:
+        self.folder = folder
+        self.urls = [u.rstrip("/") for u in urls]
+        self.name_prefix = name_prefix
+        self.gateway = gateway
+        self.timeout_s = timeout_s
+        self.current: str | None = None  # adapter the gateway routes to now
+
+    def publish(self, model: torch.nn.Module, version: int) -> str:
+        if not hasattr(model, "peft_config"):
+            raise VllmError("VllmLoraPublisher publishes LoRA adapters; this model has none (full fine-tuning "
+                            "publishes with VllmReloadPublisher)")
+        path = str(Path(self.folder.publish(model, version)).resolve())
+        name = f"{self.name_prefix}{version}"
+        with httpx.Client(timeout=self.timeout_s) as client:
+            for url in self.urls:
+                self._load(client, url, name, path)
+            self._switch(version, name)
+            old, self.current = self.current, name
+            if old is not None and old != name:
+                for url in self.urls:
+                    self._unload(client, url, old)
+        log.info("policy v%d served as LoRA %s on %d engine(s)", version, name, len(self.urls))
+        return path
+
+    def _load(self, client: httpx.Client, url: str, name: str, path: str) -> None:
+        body = {"lora_name": name, "lora_path": path}
+        r = client.post(f"{url}/load_lora_adapter", json=body)
+        if r.status_code == 400 and "already" in r.text.lower():
+            # Re-publishing a version (a resumed run): replace the adapter under the same name.
+            self._unload(client, url, name)
+            r = client.post(f"{url}/load_lora_adapter", json=body)
+        if r.status_code != 200:
+            hint = (" (is vLLM started with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True? is the "
+                    "adapter's rank <= --max-lora-rank and its folder readable by the engine?)")
+            raise VllmError(f"{url}/load_lora_adapter failed for {name} ({path}): HTTP {r.status_code} "
+                            f"{r.text[:500]}{hint}")
+
+    def _unload(self, client: httpx.Client, url: str, name: str) -> None:
+        r = client.post(f"{url}/unload_lora_adapter", json={"lora_name": name})
+        if r.status_code != 200:
+            log.warning("%s/unload_lora_adapter %s: HTTP %d %s", url, name, r.status_code, r.text[:200])
+
+
+class VllmReloadPublisher(_GatewayAware):
+    """Saves the full model and restarts the launched vLLM servers on it (full fine-tuning)."""
+
+    def __init__(self, folder: FolderPublisher, engine: VllmEngine, *, gateway: GatewayLink | None = None) -> None:
+        if not engine.launched:
+            raise VllmError("full-weight publishing restarts the vLLM servers harnessrl launched; with attached "
+                            "servers (engine.urls) train a LoRA adapter (training.lora) instead")
+        self.folder = folder
+        self.engine = engine
+        self.gateway = gateway
+
+    def publish(self, model: torch.nn.Module, version: int) -> str:
+        path = str(Path(self.folder.publish(model, version)).resolve())
+        seconds = self.engine.restart(path)
+        self._switch(version, self.engine.served_name)
+        log.info("policy v%d: vLLM restarted on %s in %.0f s", version, path, seconds)
+        return path

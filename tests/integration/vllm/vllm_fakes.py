@@ -1,0 +1,97 @@
+"""A fake vLLM with the runtime LoRA API, for tests that need no real vLLM.
+
+Wraps the shared ``FakeEngine`` (the gateway's engine dialect) and adds ``POST /v1/load_lora_adapter``
+and ``/v1/unload_lora_adapter`` with vLLM's answers: 200 with a text body, 400 when the name is already
+loaded or unknown. Requests naming a model that is neither the base nor a loaded adapter get 404, as
+vLLM does, so a gateway that routes to the wrong name fails the test.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/ -> `fakes` importable
+
+from fakes.fake_engine import EngineServer, FakeEngine  # noqa: E402
+
+
+class FakeVllm:
+    """ASGI app: LoRA admin endpoints here, everything else to the wrapped ``FakeEngine``."""
+
+    def __init__(self, engine: FakeEngine | None = None) -> None:
+        self.engine = engine or FakeEngine(model="base")
+        self.adapters: dict[str, str] = {}  # name -> path
+        self.lora_calls: list[tuple[str, dict]] = []
+        self.fail_load = False
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
+            body = b""
+            while True:
+                msg = await receive()
+                body += msg.get("body", b"")
+                if not msg.get("more_body"):
+                    break
+            data = orjson.loads(body)
+            self.lora_calls.append((scope["path"].rsplit("/", 1)[-1], data))
+            status, text = self._lora(scope["path"], data)
+            await send({"type": "http.response.start", "status": status,
+                        "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": text.encode()})
+            return
+        if scope["type"] == "http" and scope["method"] == "POST":
+            return await self._check_model(scope, receive, send)
+        await self.engine(scope, receive, send)
+
+    def _lora(self, path: str, data: dict) -> tuple[int, str]:
+        name = data.get("lora_name")
+        if path.endswith("/load_lora_adapter"):
+            if self.fail_load:
+                return 400, "LoRA rank 64 is greater than max_lora_rank 16"
+            if name in self.adapters:
+                return 400, f"The lora adapter '{name}' has already been loaded."
+            if not (Path(data["lora_path"]) / "adapter_config.json").is_file():
+                return 400, f"No adapter found for {data['lora_path']}"
+            self.adapters[name] = data["lora_path"]
+            return 200, f"Success: LoRA adapter '{name}' added successfully."
+        if self.adapters.pop(name, None) is None:
+            return 400, f"The lora adapter '{name}' cannot be found."
+        return 200, f"Success: LoRA adapter '{name}' removed successfully."
+
+    async def _check_model(self, scope: dict, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            msg = await receive()
+            body += msg.get("body", b"")
+            if not msg.get("more_body"):
+                break
+        model = orjson.loads(body).get("model") if body else None
+        if model is not None and model != self.engine.model and model not in self.adapters:
+            err = orjson.dumps({"error": {"message": f"The model `{model}` does not exist.", "type":
+                                          "NotFoundError", "code": 404}})
+            await send({"type": "http.response.start", "status": 404,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": err})
+            return
+        sent = False
+
+        async def replay() -> dict:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.engine(scope, replay, send)
+
+
+def start_fake_vllm() -> tuple[EngineServer, FakeVllm]:
+    app = FakeVllm()
+    server = EngineServer(app.engine)
+    # Serve the wrapper instead of the bare engine (EngineServer builds its uvicorn config in __init__).
+    server._server.config.app = app
+    return server.start(), app

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import orjson
 
-from harnessrl.gateway.config import GatewayConfig
+from harnessrl.gateway.config import DEFAULT_REDACTIONS
 from harnessrl.gateway.redact import Redactor
 from harnessrl.store import NotFound, Store
 from harnessrl.training.samples import build_samples
@@ -37,7 +37,7 @@ PAGE = 500
 
 
 def _schema() -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     reward = pa.struct([("name", pa.string()), ("value", pa.float64()), ("call_index", pa.int64())])
     return pa.schema([
@@ -54,7 +54,7 @@ def _schema() -> Any:
 
 def redactor_for(runs: Sequence[Run], extra: Sequence[str] = ()) -> Redactor:
     """The gateway's default patterns, every run's configured ones, and ``extra``."""
-    patterns = list(GatewayConfig().redact_patterns)
+    patterns = list(DEFAULT_REDACTIONS)
     for run in runs:
         gw = run.config.get("gateway") if isinstance(run.config, dict) else None
         for p in (gw or {}).get("redact_patterns") or []:
@@ -122,7 +122,7 @@ def export(store: Store, out: str | Path, fmt: Format = "parquet", *, run_id: st
                     n += 1
         elif fmt == "parquet":
             import pyarrow as pa
-            import pyarrow.parquet as pq
+            import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
             schema = _schema()
             with pq.ParquetWriter(tmp, schema) as writer:

@@ -31,14 +31,15 @@ class LazyDashboard:
     """An ASGI app that builds ``dashboard_app(**kwargs)`` on its first request (off the event loop)."""
 
     def __init__(self, store: Store, **kwargs: Any) -> None:
-        self._build = lambda: dashboard_app(store, **kwargs)
+        self._store = store
+        self._kwargs = kwargs
         self._app: Any = None
         self._lock = threading.Lock()
 
     def _get(self) -> Any:
         with self._lock:
             if self._app is None:
-                self._app = self._build()
+                self._app = dashboard_app(self._store, **self._kwargs)
             return self._app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:

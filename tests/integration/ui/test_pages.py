@@ -4,6 +4,7 @@ matches the store, filters and paging work, untrusted text is escaped."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from starlette.testclient import TestClient
@@ -130,3 +131,36 @@ def test_tokens_decoded_with_the_runs_tokenizer(store: Store, fx: Fixture, store
 
     assert [htmlmod.unescape(s) for s in shown] == [tok.decode([t]) for t in call.completion_token_ids]
     assert "Decoded with the tokenizer of <code>tiny</code>" in html
+
+
+def test_pages_on_postgres(tmp_path: Path) -> None:
+    """The same pages over the PostgreSQL driver (skipped without HARNESSRL_TEST_POSTGRES_URL)."""
+    import os
+    import uuid
+
+    from harnessrl.store import open_store
+
+    from .fixture_data import build
+
+    base = os.environ.get("HARNESSRL_TEST_POSTGRES_URL")
+    if not base:
+        pytest.skip("no PostgreSQL server: set HARNESSRL_TEST_POSTGRES_URL (eval \"$(bash scripts/postgres.sh)\")")
+    import psycopg
+
+    schema = f"test_ui_{uuid.uuid4().hex[:10]}"
+    url = f"{base}{'&' if '?' in base else '?'}schema={schema}"
+    pg = open_store(url)
+    try:
+        fx = build(pg, tmp_path)
+        with TestClient(dashboard_app(pg, store_url=url, tokenizer="none")) as c:
+            assert rows(c.get(f"/runs/{fx.run_id}").text) == fx.rollouts
+            assert rows(c.get("/rollouts", params={"task": "task-1", "run": fx.run_id}).text) == [
+                r.id for r in pg.list_rollouts(task_id="task-1")]
+            html = c.get(f"/rollouts/{fx.rich}").text
+            assert re.findall(r'<tr data-call="(\d+)">', html) == ["0", "1", "2", "3"]
+            assert "prefix broken at token 2 of 11" in html
+            assert c.get(f"/rollouts/{fx.rich}/calls/1").status_code == 200
+    finally:
+        pg.close()
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

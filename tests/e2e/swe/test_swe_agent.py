@@ -1,0 +1,124 @@
+"""mini-swe-agent (PyPI, unmodified, its own CLI) on a swe task, end to end: ``harnessrl collect`` then one
+``harnessrl train`` step, through the real controller, local runner, gateway (render mode "gateway"),
+embedded engine, verifier and trainer.
+
+The policy is the tiny random model (``model = "tiny"``), not SmolLM2: on this CPU a SmolLM2 call with
+mini's ~1,100-token prompt takes tens of seconds to minutes, the tiny one well under a second, and the
+plumbing under test is the same. The tiny model never produces a valid tool call, so mini answers each
+call with its format-error message (dropping the failed reply from its history) and gives up after three
+in a row (``RepeatedFormatError``) or at its step limit: every rollout has ``STEP_LIMIT`` = 3 calls.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from harnessrl.config import load_config
+from harnessrl.run import run_collect, run_train
+from harnessrl.store import open_store
+from harnessrl.types import FailureKind, TaskSplit
+
+if importlib.util.find_spec("minisweagent") is None or shutil.which(
+        "mini", path=str(Path(sys.executable).parent)) is None:
+    pytest.skip("mini-swe-agent is not installed: pip install -e '.[harnesses]'", allow_module_level=True)
+
+SWE = Path(__file__).resolve().parents[3] / "examples" / "swe"
+sys.path.insert(0, str(SWE))
+from fidelity import report  # noqa: E402
+
+STEP_LIMIT = 3
+
+
+def write_config(tmp_path: Path, task: str = "slugify", attempts: int = 1) -> Path:
+    record = next(json.loads(line) for name in ("train.jsonl", "eval.jsonl")
+                  for line in (SWE / "tasks" / name).read_text().splitlines() if f'"swe-{task}"' in line)
+    for key in ("workspace", "hidden_dir"):
+        record[key] = str(SWE / "tasks" / record[key])
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(record) + "\n")
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f"""
+[run]
+name = "swe-e2e"
+dir = "{tmp_path / 'run'}"
+steps = 1
+tasks_per_step = 1
+attempts_per_task = {attempts}
+eval_at_start = false
+[tasks]
+train = "tasks.jsonl"
+eval = "tasks.jsonl"
+[engine]
+kind = "embedded"
+model = "tiny"
+context_window = 8192  # mini's prompt is ~1,100 SmolLM2 tokens, more for the tiny byte-level vocabulary
+[gateway.limits]
+max_tokens_per_call = 24
+[runner]
+command = ["bash", "{SWE / 'run_agent.sh'}"]
+concurrency = 2
+timeout_s = 240
+keep_workdirs = "all"
+[runner.env]
+SWE_STEP_LIMIT = "{STEP_LIMIT}"
+[rewards]
+verifier = ["{sys.executable}", "{SWE / 'verify.py'}"]
+[training]
+lr = 1e-3
+[training.lora]
+r = 4
+alpha = 8
+""")
+    return cfg
+
+
+def mini_model_calls(workdir: Path) -> int:
+    """Model calls as mini counted them in its own trajectory file (its history drops failed replies)."""
+    traj = json.loads((workdir / "traj.json").read_text())
+    return int(traj["info"]["model_stats"]["api_calls"])
+
+
+@pytest.mark.slow
+def test_mini_swe_agent_collect_and_train(tmp_path: Path) -> None:
+    # tasks.jsonl is both splits here only to run one file; ids must differ, so train uses a copy
+    cfg = write_config(tmp_path)
+    text = cfg.read_text().replace('train = "tasks.jsonl"\n', 'train = "train.jsonl"\n')
+    cfg.write_text(text)
+    rec = json.loads((tmp_path / "tasks.jsonl").read_text())
+    (tmp_path / "train.jsonl").write_text(json.dumps({**rec, "id": rec["id"] + "-train"}) + "\n")
+    config = load_config(cfg)
+
+    result = run_collect(config, None, TaskSplit.EVAL)
+    assert result.tasks == 1
+    store = open_store(config.store_url)
+    runs = sorted(store.list_runs(), key=lambda r: r.created_at)
+    (rollout,) = store.list_rollouts(run_id=runs[-1].id)
+    assert rollout.failure_kind != FailureKind.INFRA, rollout.error
+    calls = store.get_calls(rollout.id)
+    workdir = config.run_dir / "attempts" / rollout.id / "workspace"
+    # every model call mini made is in the store, with token ids and logprobs
+    assert len(calls) == mini_model_calls(workdir) == STEP_LIMIT
+    for c in calls:
+        assert c.prompt_token_ids and c.completion_token_ids
+        assert len(c.choices[0].logprobs) == len(c.completion_token_ids)
+        assert [t["function"]["name"] for t in c.request["tools"]] == ["bash"]  # mini's own tool
+    rewards = {r.name: r.value for r in store.get_rewards(rollout.id)}
+    assert rewards["verifier"] == 0.0 and rewards["final"] == 0.0 and "tamper" not in rewards
+    assert (workdir / "tests" / "test_hidden_slugify.py").is_file()  # copied in after the agent exited
+    rep = report(store, runs[-1].id)
+    print("\ncollect:", *rep.lines(), sep="\n  ")
+    assert rep.calls_with_tokens == rep.calls == STEP_LIMIT
+
+    summary = run_train(config)
+    rep = report(store, summary.run_id)
+    print("train:", *rep.lines(), sep="\n  ")
+    assert [v.version for v in store.list_policy_versions(summary.run_id)] == [1]
+    assert (config.run_dir / "checkpoints" / "step_000001").is_dir()
+    train = [r for r in store.list_rollouts(run_id=summary.run_id) if r.metadata.get("split") == "train"]
+    assert len(train) == 1 and len(store.get_calls(train[0].id)) == STEP_LIMIT
+    store.close()

@@ -1,0 +1,60 @@
+"""The swe tasks' reward path through ``harnessrl collect`` (controller, local runner, verifier, guards),
+with a scripted agent instead of a model: a fix scores 1, doing nothing 0, touching a test file 0 with a
+``tamper`` record, and the hidden tests arrive only after the agent exits."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from harnessrl.config import load_config
+from harnessrl.run import run_collect
+from harnessrl.store import open_store
+from harnessrl.types import FailureKind, RolloutStatus
+
+HERE = Path(__file__).resolve().parent
+SWE = HERE.parents[2] / "examples" / "swe"
+
+
+def test_fix_nothing_and_tampering_are_scored(tmp_path: Path) -> None:
+    base = json.loads((SWE / "tasks" / "train.jsonl").read_text().splitlines()[0])
+    assert base["id"] == "swe-slugify"
+    lines = []
+    for mode in ("fix", "nothing", "tamper", "hidden"):
+        lines.append(json.dumps({
+            **base, "id": f"{mode}", "input": {"mode": mode, "solution": str(SWE / "tasks/slugify/solution")},
+            "workspace": str(SWE / "tasks" / base["workspace"]),
+            "hidden_dir": str(SWE / "tasks" / base["hidden_dir"])}))
+    (tmp_path / "tasks.jsonl").write_text("\n".join(lines) + "\n")
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f"""
+[run]
+dir = "{tmp_path / 'run'}"
+[tasks]
+eval = "tasks.jsonl"
+[engine]
+kind = "embedded"
+model = "tiny"
+[runner]
+command = ["{sys.executable}", "{HERE / 'scripted_agent.py'}"]
+concurrency = 4
+timeout_s = 60
+keep_workdirs = "all"
+[rewards]
+verifier = ["{sys.executable}", "{SWE / 'verify.py'}"]
+""")
+    config = load_config(cfg)
+    result = run_collect(config, None)
+    assert result.tasks == 4
+    store = open_store(config.store_url)
+    by_task = {r.task_id: r for r in store.list_rollouts(limit=10)}
+    rewards = {t: {x.name: x.value for x in store.get_rewards(r.id)} for t, r in by_task.items()}
+    assert rewards["fix"] == {"verifier": 1.0, "final": 1.0}
+    assert rewards["nothing"] == {"verifier": 0.0, "final": 0.0}
+    for t in ("tamper", "hidden"):
+        assert rewards[t] == {"tamper": 0.0, "final": 0.0}, t
+        assert by_task[t].status == RolloutStatus.FAILED and by_task[t].failure_kind == FailureKind.AGENT
+    assert "modified: tests/test_textkit.py" in by_task["tamper"].error
+    assert "added: tests/test_hidden_slugify.py" in by_task["hidden"].error
+    store.close()

@@ -20,7 +20,7 @@ import random
 import shutil
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +110,8 @@ class Controller:
         self.runner: Runner | None = None
         self.admin: AdminClient | None = None
         self.events = config.run_dir / "events.jsonl"
+        #: Called with each rollout as it finishes (the CLI's progress bar).
+        self.on_finished: Callable[[Rollout], None] | None = None
 
     # -- plumbing -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Controller:
@@ -157,10 +159,12 @@ class Controller:
             outcome = await score_attempt(spec, result, self.store, self.config.rewards)
             rollout = await asyncio.to_thread(close_rollout, self.store, result, outcome)
             await self.runner.release(result)
-            return rollout
         except Exception as exc:  # a bug or infra problem: never let one attempt sink the step
             log.exception("attempt %s failed in the controller", rid)
-            return self._fail_infra(rid, f"controller error: {type(exc).__name__}: {exc}")
+            rollout = self._fail_infra(rid, f"controller error: {type(exc).__name__}: {exc}")
+        if self.on_finished is not None:
+            self.on_finished(rollout)
+        return rollout
 
     def _fail_infra(self, rid: str, reason: str) -> Rollout:
         rollout = self.store.get_rollout(rid)
@@ -248,6 +252,9 @@ class Controller:
         result = EvalResult(policy_version, mean, len(scored), scored)
         self._event("eval", policy_version=policy_version, mean_reward=mean, tasks=len(scored),
                     infra_failures=len(tasks) - len(rewards))
+        writer = getattr(self.stack.trainer, "metrics", None)
+        if writer is not None:  # the held-out curve beside the training metrics (JSONL and TensorBoard)
+            writer.write(policy_version, {"eval/reward_mean": mean, "eval/tasks": len(scored)})
         return result
 
     # -- training -------------------------------------------------------------------------------------

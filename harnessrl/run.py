@@ -14,6 +14,8 @@ import math
 import shutil
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from harnessrl.controller import Controller, EvalResult, completed_steps, record
 from harnessrl.stack import Stack, latest_checkpoint
 from harnessrl.store import AlreadyExists, Store, open_store
 from harnessrl.tasks import load_tasks
-from harnessrl.types import TaskSplit
+from harnessrl.types import Rollout, TaskSplit
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,24 @@ def _baseline_from_events(run_dir: Path) -> EvalResult | None:
     return None
 
 
+def _progress_counter(console: Console) -> Callable[[Rollout], None]:
+    """A one-line live tally of finished attempts by outcome (the step summary line follows)."""
+    counts: Counter[str] = Counter()
+    last = [0.0]
+
+    def on_finished(rollout: Rollout) -> None:
+        outcome = rollout.status.value if rollout.failure_kind is None else \
+            f"{rollout.status.value}/{rollout.failure_kind.value}"
+        counts[outcome] += 1
+        now = time.monotonic()
+        if now - last[0] >= 10.0:
+            last[0] = now
+            console.print("  attempts finished: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())),
+                          style="dim")
+
+    return on_finished
+
+
 def _fmt(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.3f}"
 
@@ -104,6 +124,7 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
             if ckpt is not None:
                 record_policy_version(store, stack.trainer.policy_version, ckpt, run_id, done)
             async with Controller(config, stack, run_id, tasks) as ctl:
+                ctl.on_finished = _progress_counter(console)
                 baseline = _baseline_from_events(run_dir)
                 if baseline is None and done == 0 and config.run.eval_at_start and tasks[TaskSplit.EVAL]:
                     t = time.perf_counter()

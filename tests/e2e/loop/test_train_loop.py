@@ -75,8 +75,12 @@ def test_train_loop_records_everything_and_advances_the_policy(tmp_path: Path) -
     versions = [v.version for v in store.list_policy_versions(summary.run_id)]
     assert versions == [1, 2]
     assert (config.run_dir / "checkpoints" / "step_000002").is_dir()
-    metrics = [json.loads(x) for x in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [json.loads(x) for x in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
+    metrics = [m for m in rows if "loss" in m]
     assert len(metrics) == 2 and sum(m["tokens/trained"] for m in metrics) > 0
+    evals = [m for m in rows if "eval/reward_mean" in m]
+    assert [m["step"] for m in evals] == [0, 2]  # held-out curve by policy version
+    assert (config.run_dir / "tb").is_dir()
     assert summary.baseline is not None and summary.final is not None
     assert summary.final.tasks == 3 and summary.final.policy_version == 2
     assert summary.held_out_line().startswith("held-out reward: ")
@@ -149,6 +153,6 @@ def test_resume_after_sigkill_reuses_finished_rollouts(tmp_path: Path) -> None:
     assert len(good) == 2 * 2  # every group whole again
     assert [v.version for v in store.list_policy_versions(summary.run_id)] == [1, 2]
     metrics = [json.loads(x) for x in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [m["step"] for m in metrics if "step" in m][-1] >= 1
+    assert [m["step"] for m in metrics if "loss" in m][-1] >= 1
     assert not any(TaskSplit.TRAIN.value == r.metadata.get("split") and r.step == 3 for r in after.values())
     store.close()

@@ -353,9 +353,10 @@ class EmbeddedEngine:
         ids = torch.tensor([[s.token_ids[-1]] for s in running], dtype=torch.long)
         pos = torch.tensor([[s.next_position] for s in running], dtype=torch.long)
         mask = self._kv.step_mask()
+        padded = not bool(self._kv.valid.all())  # without padding, SDPA runs mask-free (faster kernel)
         out = self.model(
             input_ids=ids,
-            attention_mask=mask,
+            attention_mask=mask if padded else None,
             position_ids=pos,
             cache=self._kv.cache(),
             use_cache=True,

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 
-from harnessrl.store import Store
+from harnessrl.store import Store, open_store
+from harnessrl.store.schema import SCHEMA_VERSION
 from harnessrl.types import FailureKind
 from harnessrl.types import RolloutStatus as S
 
@@ -43,3 +46,16 @@ def test_rollout_stats_counts_calls_and_lists_rewards(store: Store, new_rollout:
     assert store.rollout_stats([]) == {}
     # the batched answer matches the generic fallback of the interface
     assert Store.rollout_stats(store, [busy, idle]) == {k: stats[k] for k in (busy, idle)}
+
+
+def test_version_1_database_gains_the_task_index(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    open_store(url).close()
+    with sqlite3.connect(tmp_path / "old.db") as conn:  # make it look like a schema-1 database
+        conn.execute("DROP INDEX rollouts_by_task")
+        conn.execute("UPDATE schema_version SET version = 1")
+    open_store(url).close()
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert "rollouts_by_task" in names
+        assert conn.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)

@@ -245,3 +245,7 @@ class Sample:
     call_spans: list[tuple[int, int]] = field(default_factory=list)
     #: Per-token advantages (per-call rewards with a discount); ``None`` broadcasts ``advantage``.
     token_advantages: list[float] | None = None
+    #: Sampling temperature of each token's call (aligned with ``token_ids``; None: all 1.0). The
+    #: trainer scores tokens under the same tempered distribution the engine sampled them from, or the
+    #: PPO ratio would start away from 1.
+    temperatures: list[float] | None = None

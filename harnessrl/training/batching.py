@@ -40,6 +40,8 @@ class MicroBatch:
     num_tokens: int  # tokens of the samples (a shared prefix counts once per sample)
     #: Packed with shared prefixes: (prefix_start, prefix_end, [(suffix_start, suffix_end), ...]) per unit.
     blocks: list[tuple[int, int, list[tuple[int, int]]]] | None = None
+    #: Sampling temperature of each trained token (None: all 1.0); logits are divided by it.
+    temperatures: torch.Tensor | None = None
 
     @property
     def computed_tokens(self) -> int:
@@ -170,6 +172,7 @@ def _build(samples: Sequence[Sample], weights: Sequence[Sequence[float]], units:
     lc: list[int] = []
     tgt: list[int] = []
     beh: list[float] = []
+    temps: list[float] = []
     adv: list[float] = []
     wts: list[float] = []
     blocks: list[tuple[int, int, list[tuple[int, int]]]] = []
@@ -203,6 +206,7 @@ def _build(samples: Sequence[Sample], weights: Sequence[Sequence[float]], units:
                     lc.append(base + (t - 1 - p) if t - 1 >= p else start + t - 1)
                     tgt.append(s.token_ids[t])
                     beh.append(s.behaviour_logprobs[t])
+                    temps.append(s.temperatures[t] if s.temperatures is not None else 1.0)
                     adv.append(tok_adv[t] if tok_adv is not None else s.advantage)
                     wts.append(weights[i][t])
         blocks.append((start, start + p, suffixes) if p else (start, len(ids), []))
@@ -224,6 +228,7 @@ def _build(samples: Sequence[Sample], weights: Sequence[Sequence[float]], units:
         advantages=torch.tensor(adv, dtype=torch.float32),
         weights=torch.tensor(wts, dtype=torch.float32),
         sample_indices=order,
+        temperatures=torch.tensor(temps, dtype=torch.float32) if any(t != 1.0 for t in temps) else None,
         num_tokens=sum(len(samples[i].token_ids) for i in order),
         blocks=blocks if shared else None,
     )

@@ -64,6 +64,8 @@ def token_logprobs(
     with ctx:
         logits = model(**kwargs).logits
     logits = (logits[0] if keep else logits[rows, cols]).float()
+    if mb.temperatures is not None:  # score under the tempered distribution the engine sampled from
+        logits = logits / mb.temperatures.to(device)[:, None]
     targets = mb.target_ids.to(device)
     logp = logits.gather(-1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
     entropy = None

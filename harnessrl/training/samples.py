@@ -40,18 +40,21 @@ class _Open:
     versions: list[int] = field(default_factory=list)
     call_indices: list[int] = field(default_factory=list)
     spans: list[tuple[int, int]] = field(default_factory=list)
+    temps: list[float] = field(default_factory=list)
     fidelity: SampleFidelity = SampleFidelity.EXACT
     reason: str | None = None
 
     def append_call(self, call_index: int, version: int, context: Sequence[int], completion: Sequence[int],
-                    logprobs: Sequence[float]) -> None:
+                    logprobs: Sequence[float], temperature: float = 1.0) -> None:
         self.tokens.extend(context)
         self.mask.extend([0] * len(context))
         self.logprobs.extend([0.0] * len(context))
+        self.temps.extend([1.0] * len(context))
         start = len(self.tokens)
         self.tokens.extend(completion)
         self.mask.extend([1] * len(completion))
         self.logprobs.extend(float(x) for x in logprobs)
+        self.temps.extend([temperature] * len(completion))
         self.spans.append((start, len(self.tokens)))
         self.call_indices.append(call_index)
         self.versions.append(version)
@@ -72,9 +75,17 @@ def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     return lo
 
 
+def call_temperature(call: Call) -> float:
+    """The temperature a call was sampled at (the OpenAI default 1.0 when the request did not say)."""
+    value = call.sampling.get("temperature")
+    return 1.0 if value is None else float(value)
+
+
 def _exclusion_reason(call: Call) -> str | None:
     if call.status != CallStatus.OK:
         return f"status_{call.status.value}"
+    if call_temperature(call) <= 0.0:
+        return "greedy"  # argmax decoding has no sampling distribution to compute a ratio against
     if not call.completion_token_ids:
         return "no_completion_tokens"
     if len(call.completion_logprobs) != len(call.completion_token_ids):
@@ -138,13 +149,13 @@ def build_samples(
             if parent.fidelity == SampleFidelity.EXACT:
                 parent.fidelity = SampleFidelity.MERGED
             parent.append_call(call.index, call.policy_version, prompt[len(parent.tokens):],
-                               call.completion_token_ids, call.completion_logprobs)
+                               call.completion_token_ids, call.completion_logprobs, call_temperature(call))
             counts["calls.merged"] += 1
         else:
             fidelity, why = _split_reason(prompt, opened)
             fresh = _Open(tokens=[], mask=[], logprobs=[], fidelity=fidelity, reason=why)
             fresh.append_call(call.index, call.policy_version, prompt, call.completion_token_ids,
-                              call.completion_logprobs)
+                              call.completion_logprobs, call_temperature(call))
             opened.append(fresh)
         if config.choices == "all":
             for j, choice in enumerate(call.choices[1:], start=1):
@@ -153,7 +164,8 @@ def build_samples(
                     continue
                 extra = _Open(tokens=[], mask=[], logprobs=[], fidelity=SampleFidelity.SPLIT,
                               reason=f"choice {j} of call {call.index}")
-                extra.append_call(call.index, call.policy_version, prompt, choice.token_ids, choice.logprobs)
+                extra.append_call(call.index, call.policy_version, prompt, choice.token_ids, choice.logprobs,
+                                  call_temperature(call))
                 opened.append(extra)
         elif len(call.choices) > 1:
             counts["excluded.extra_choices"] += len(call.choices) - 1
@@ -175,6 +187,7 @@ def _finish(o: _Open, rollout_id: str, group_id: str, config: SampleConfig, coun
         counts["overflow.truncated"] += 1
         keep = [i for i, (s, _) in enumerate(o.spans) if s < limit]
         o.tokens, o.mask, o.logprobs = o.tokens[:limit], o.mask[:limit], o.logprobs[:limit]
+        o.temps = o.temps[:limit]
         o.spans = [(o.spans[i][0], min(o.spans[i][1], limit)) for i in keep]
         o.call_indices = [o.call_indices[i] for i in keep]
         o.versions = [o.versions[i] for i in keep]
@@ -192,4 +205,5 @@ def _finish(o: _Open, rollout_id: str, group_id: str, config: SampleConfig, coun
         fidelity=o.fidelity,
         fidelity_reason=o.reason,
         call_spans=o.spans,
+        temperatures=o.temps if any(t != 1.0 for t in o.temps) else None,
     )

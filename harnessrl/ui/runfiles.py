@@ -30,11 +30,12 @@ class RunFiles:
     evals: list[dict[str, Any]] = field(default_factory=list)
 
     def metric_names(self) -> list[str]:
-        """Numeric trainer metrics in the order they first appear (``step`` excluded)."""
+        """Numeric trainer metrics in the order they first appear (``step`` and the ``eval/`` rows the
+        controller mirrors there excluded: the reward chart shows the held-out curve)."""
         names: dict[str, None] = {}
         for row in self.metrics:
             for k, v in row.items():
-                if k != "step" and _number(v) is not None:
+                if k != "step" and not k.startswith("eval/") and _number(v) is not None:
                     names.setdefault(k)
         return list(names)
 
@@ -52,7 +53,10 @@ class RunFiles:
                 if (x := _number(e.get("step"))) is not None and (y := _number(e.get("reward_mean"))) is not None]
 
     def held_out_reward(self) -> list[tuple[float, float]]:
-        """Held-out mean reward per evaluation, at x = its policy version (= steps trained)."""
+        """Held-out mean reward per evaluation, at x = its policy version (= steps trained); from
+        ``events.jsonl``, else the ``eval/reward_mean`` rows of ``metrics.jsonl``."""
+        if not self.evals:
+            return self.series("eval/reward_mean")
         return [(x, y) for e in self.evals
                 if (x := _number(e.get("policy_version"))) is not None
                 and (y := _number(e.get("mean_reward"))) is not None]

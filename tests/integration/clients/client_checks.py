@@ -47,7 +47,3 @@ def check_tool_loop(store: Store, rollout_id: str, requests: list[dict], api: Ap
     # the second prompt starts with the first prompt (the history was sent back, not rewritten)
     assert second.prompt_token_ids[: len(first.prompt_token_ids)] == first.prompt_token_ids
 
-
-def engine_requests(engine_requests_deque, since: int) -> list[dict]:
-    """The engine requests received after ``since`` (the count before the agent ran)."""
-    return list(engine_requests_deque)[since:]

@@ -23,6 +23,29 @@ ROLLOUT_COLUMNS = (
 NEEDS_FAILURE_KIND = frozenset({RolloutStatus.FAILED, RolloutStatus.TIMED_OUT})
 
 
+def list_rollouts_sql(placeholder: str, *, run_id: str | None, status: RolloutStatus | None, step: int | None,
+                      limit: int, offset: int, task_id: str | None,
+                      failure_kind: FailureKind | None) -> tuple[str, list[object]]:
+    """The paged ``list_rollouts`` query (oldest first) in a driver's placeholder style (``?`` or ``%s``).
+
+    Every filter combination is served by an index of ``schema.py``.
+    """
+    if limit < 0 or offset < 0:
+        raise ValueError("limit and offset must be >= 0")
+    where: list[str] = []
+    args: list[object] = []
+    filters = (("run_id", run_id), ("status", status), ("step", step), ("task_id", task_id),
+               ("failure_kind", failure_kind))
+    for column, value in filters:
+        if value is not None:
+            where.append(f"{column} = {placeholder}")
+            args.append(str(value) if column in ("status", "failure_kind") else value)
+    sql = f"SELECT {ROLLOUT_COLUMNS} FROM rollouts"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return f"{sql} ORDER BY created_at, id LIMIT {placeholder} OFFSET {placeholder}", [*args, limit, offset]
+
+
 def check_transition_args(status: RolloutStatus, failure_kind: FailureKind | None) -> RolloutStatus:
     """Validate a transition request before touching the database (``ValueError`` when malformed)."""
     status = RolloutStatus(status)

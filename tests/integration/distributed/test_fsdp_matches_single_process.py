@@ -86,3 +86,14 @@ def test_share_is_deterministic_strided_and_padded():
     assert [mb.sample_indices for mb in rank0] == [[0], [2]]
     assert rank1[0].sample_indices == [1] and is_dummy(rank1[1]) and len(rank1) == 2
     assert DistContext().share(mbs) == mbs
+
+
+@pytest.mark.parametrize("mode", ["same", "different"])
+def test_ranks_with_different_batches_are_refused(mode):
+    worker = Path(__file__).with_name("_batch_check_worker.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(worker), mode]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120).stdout
+    for rank in (0, 1):
+        expected = f"rank {rank}: same" if mode == "same" else f"rank {rank}: refused: ranks were given different"
+        assert expected in out, out

@@ -102,7 +102,9 @@ class TrainingConfig(BaseModel):
         default_factory=LoraConfig, description="LoRA settings; set to null/None for full fine-tuning."
     )
     micro_batch_tokens: int = Field(
-        4096, ge=1, description="Token budget per micro-batch (gradients accumulate across micro-batches)."
+        1024, ge=1, description="Token budget per micro-batch (gradients accumulate across micro-batches). "
+        "Activation memory grows with it: about 2.5-3 MB per token for SmolLM2-135M with LoRA in fp32 "
+        "(measured), so 4096 tokens peak near 11 GB on CPU.",
     )
     packing: Literal["packed", "padded"] = Field(
         "packed",

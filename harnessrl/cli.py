@@ -274,6 +274,7 @@ def _add_view_commands(sub: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per admin request drowns the progress
     return int(args.func(args) or 0)
 
 

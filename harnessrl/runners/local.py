@@ -147,7 +147,7 @@ class LocalRunner(Runner):
                 FailureKind.AGENT,
                 f"harness {describe_exit(out.exit_code)}",
             )
-        logger.info(
+        logger.debug(
             "rollout %s: %s in %.2fs (%s)",
             spec.rollout_id,
             status,

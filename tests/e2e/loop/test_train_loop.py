@@ -156,3 +156,38 @@ def test_resume_after_sigkill_reuses_finished_rollouts(tmp_path: Path) -> None:
     assert [m["step"] for m in metrics if "loss" in m][-1] >= 1
     assert not any(TaskSplit.TRAIN.value == r.metadata.get("split") and r.step == 3 for r in after.values())
     store.close()
+
+
+def test_async_mode_overlaps_steps_within_the_staleness_bound(tmp_path: Path) -> None:
+    """async: step 2's rollouts run while step 1 trains; none is trained more than 1 version stale."""
+    cfg = write_config(tmp_path, steps=3, attempts=2)
+    cfg.write_text(cfg.read_text().replace('name = "loop"', 'name = "loop"\nmode = "async"\nmax_staleness = 1'))
+    config = load_config(cfg)
+    summary = run_train(config)
+    store = open_store(config.store_url)
+    train = [r for r in store.list_rollouts(run_id=summary.run_id, limit=1000) if r.metadata.get("split") == "train"]
+    # step 2 was launched before step 1's update was published: its calls ran on version 0
+    assert {c.policy_version for r in train if r.step == 2 for c in store.get_calls(r.id)} == {0}
+    events = [json.loads(x) for x in (config.run_dir / "events.jsonl").read_text().splitlines()]
+    steps = [e for e in events if e["event"] == "step"]
+    assert [e["step"] for e in steps] == [1, 2, 3] and all(e["stale_dropped"] == 0 for e in steps)
+    assert [v.version for v in store.list_policy_versions(summary.run_id)] == [1, 2, 3]
+    store.close()
+
+
+def test_tasks_from_a_datasets_dataset(tmp_path: Path) -> None:
+    """[tasks] dataset: a `datasets` dataset (here a local folder of JSONL splits) instead of task files."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.jsonl").write_text((HERE / "train.jsonl").read_text())
+    (data / "test.jsonl").write_text((HERE / "eval.jsonl").read_text())
+    cfg = write_config(tmp_path, steps=1)
+    text = cfg.read_text()
+    text = text.replace(f'train = "{HERE / "train.jsonl"}"\neval = "{HERE / "eval.jsonl"}"', f'dataset = "{data}"')
+    cfg.write_text(text)
+    config = load_config(cfg)
+    from harnessrl.tasks import load_tasks
+
+    tasks = load_tasks(config, "r")
+    assert len(tasks[TaskSplit.TRAIN]) == 6 and len(tasks[TaskSplit.EVAL]) == 3
+    assert tasks[TaskSplit.TRAIN][0].task.input["question"] == "question number 0"

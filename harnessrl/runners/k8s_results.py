@@ -15,7 +15,7 @@ from typing import Any
 from harnessrl.runners.k8s_api import Api, KubernetesApiError
 from harnessrl.runners.k8s_manifest import JOB_NAME_LABELS
 from harnessrl.runners.k8s_status import JobOutcome
-from harnessrl.runners.spec import AttemptResult, AttemptSpec
+from harnessrl.runners.spec import AttemptResult, AttemptSpec, unfinished_result
 from harnessrl.types import FailureKind, RolloutStatus
 
 logger = logging.getLogger(__name__)
@@ -105,24 +105,7 @@ def infra_result(
     handle: str | None = None,
 ) -> AttemptResult:
     """A result for an attempt that did not run to a Job's end (API error, cancel, lost Job)."""
-    if kind is FailureKind.INFRA:
-        logger.warning("rollout %s: %s (%s)", spec.rollout_id, status, reason)
-    return AttemptResult(
-        rollout_id=spec.rollout_id,
-        status=status,
-        failure_kind=kind,
-        reason=reason,
-        exit_code=None,
-        timed_out=False,
-        stdout="",
-        stderr="",
-        stdout_bytes=0,
-        stderr_bytes=0,
-        duration_s=0.0 if started is None else time.monotonic() - started,
-        attempt_dir=None,
-        workdir=None,
-        handle=handle,
-    )
+    return unfinished_result(spec, status, kind, reason, started=started, handle=handle)
 
 
 def outcome_result(

@@ -17,7 +17,7 @@ from harnessrl.runners.base import OnStart, Runner, RunnerError
 from harnessrl.runners.config import RunnerConfig
 from harnessrl.runners.env import TASK_INPUT_FILE_VAR, base_env, task_input_env
 from harnessrl.runners.process import ProcessStartError, describe_exit, run_process
-from harnessrl.runners.spec import AttemptResult, AttemptSpec
+from harnessrl.runners.spec import AttemptResult, AttemptSpec, unfinished_result
 from harnessrl.runners.workspace import WorkspaceError, checksum_globs, prepare_attempt_dir
 from harnessrl.types import FailureKind, RolloutStatus
 
@@ -49,7 +49,7 @@ class LocalRunner(Runner):
         cancel = self._cancels[spec.rollout_id] = asyncio.Event()
         try:
             if not await self._acquire_slot(cancel):
-                return _result(spec, RolloutStatus.CANCELLED, FailureKind.INFRA, "cancelled before start")
+                return unfinished_result(spec, RolloutStatus.CANCELLED, FailureKind.INFRA, "cancelled before start")
             try:
                 return await self._run_started(spec, cancel, on_start)
             finally:
@@ -90,7 +90,7 @@ class LocalRunner(Runner):
             )
             protected = await asyncio.to_thread(checksum_globs, workdir, spec.protected)
         except WorkspaceError as exc:
-            return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, str(exc), started=started)
+            return unfinished_result(spec, RolloutStatus.FAILED, FailureKind.INFRA, str(exc), started=started)
 
         env = base_env(cfg.inherit_env, prepend_python_bin=cfg.prepend_python_bin)
         env.update(cfg.env)
@@ -121,10 +121,10 @@ class LocalRunner(Runner):
                 on_start=started_cb,
             )
         except ProcessStartError as exc:
-            return _result(spec, RolloutStatus.FAILED, FailureKind.INFRA, str(exc), started=started, **common)
+            return unfinished_result(spec, RolloutStatus.FAILED, FailureKind.INFRA, str(exc), started=started, **common)
         except Exception as exc:  # a bug of ours must not end the training run
             logger.exception("runner error on rollout %s", spec.rollout_id)
-            return _result(
+            return unfinished_result(
                 spec,
                 RolloutStatus.FAILED,
                 FailureKind.INFRA,
@@ -188,33 +188,3 @@ def _write_tails(attempt_dir: Path, stdout: str, stderr: str) -> None:
         logger.warning("could not write output tails to %s: %s", attempt_dir, exc)
 
 
-def _result(
-    spec: AttemptSpec,
-    status: RolloutStatus,
-    kind: FailureKind | None,
-    reason: str,
-    *,
-    started: float | None = None,
-    attempt_dir: Path | None = None,
-    workdir: Path | None = None,
-    protected_sha256: dict[str, str] | None = None,
-) -> AttemptResult:
-    """A result for an attempt whose harness never ran (or whose watch failed)."""
-    if kind is FailureKind.INFRA:
-        logger.warning("rollout %s: %s (%s)", spec.rollout_id, status, reason)
-    return AttemptResult(
-        rollout_id=spec.rollout_id,
-        status=status,
-        failure_kind=kind,
-        reason=reason,
-        exit_code=None,
-        timed_out=False,
-        stdout="",
-        stderr="",
-        stdout_bytes=0,
-        stderr_bytes=0,
-        duration_s=0.0 if started is None else time.monotonic() - started,
-        attempt_dir=attempt_dir,
-        workdir=workdir,
-        protected_sha256=protected_sha256 or {},
-    )

@@ -19,7 +19,9 @@ the policy anything.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,8 @@ from urllib.parse import quote
 
 from harnessrl.runners.config import RunnerConfig
 from harnessrl.types import FailureKind, RolloutStatus
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,4 +168,38 @@ def make_attempt_spec(
         env=env,
         assets=assets,
         protected=tuple(dict.fromkeys([*assets.protected, *protected])),
+    )
+
+
+def unfinished_result(
+    spec: AttemptSpec,
+    status: RolloutStatus,
+    kind: FailureKind | None,
+    reason: str,
+    *,
+    started: float | None = None,
+    attempt_dir: Path | None = None,
+    workdir: Path | None = None,
+    protected_sha256: dict[str, str] | None = None,
+    handle: str | None = None,
+) -> AttemptResult:
+    """A result for an attempt whose harness never ran to its end (start failure, cancel, lost Job)."""
+    if kind is FailureKind.INFRA:
+        logger.warning("rollout %s: %s (%s)", spec.rollout_id, status, reason)
+    return AttemptResult(
+        rollout_id=spec.rollout_id,
+        status=status,
+        failure_kind=kind,
+        reason=reason,
+        exit_code=None,
+        timed_out=False,
+        stdout="",
+        stderr="",
+        stdout_bytes=0,
+        stderr_bytes=0,
+        duration_s=0.0 if started is None else time.monotonic() - started,
+        attempt_dir=attempt_dir,
+        workdir=workdir,
+        handle=handle,
+        protected_sha256=protected_sha256 or {},
     )

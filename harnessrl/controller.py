@@ -20,7 +20,7 @@ import random
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -325,13 +325,7 @@ def record_policy_version(store: Store, version: int, checkpoint: Path, run_id: 
         pass
 
 
-def completed_steps(run_dir: Path) -> int:
-    """Steps whose checkpoint exists (the trained-step watermark used on resume)."""
-    from harnessrl.stack import latest_checkpoint
 
-    ckpt = latest_checkpoint(run_dir)
-    return int(ckpt.name.removeprefix("step_")) if ckpt is not None else 0
-
-
-def mean_or_nan(values: Sequence[float]) -> float:
-    return statistics.fmean(values) if values else float("nan")
+def checkpoint_step(checkpoint: Path | None) -> int:
+    """The step a checkpoint folder (``step_N``) holds; 0 for none (the trained-step watermark on resume)."""
+    return int(checkpoint.name.removeprefix("step_")) if checkpoint is not None else 0

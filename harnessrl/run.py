@@ -23,9 +23,9 @@ from typing import Any
 from rich.console import Console
 
 from harnessrl.config import HarnessConfig
-from harnessrl.controller import Controller, EvalResult, completed_steps, record_policy_version
+from harnessrl.controller import Controller, EvalResult, checkpoint_step, record_policy_version
 from harnessrl.stack import Stack, latest_checkpoint
-from harnessrl.store import AlreadyExists, Store, open_store
+from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
 from harnessrl.types import Rollout, TaskSplit
 
@@ -116,7 +116,7 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
             raise ValueError("no training tasks: set [tasks] train = \"tasks.jsonl\" (or a dataset)")
         store.upsert_tasks(run_id, [lt.task for split in tasks.values() for lt in split])
         ckpt = latest_checkpoint(run_dir)
-        done = completed_steps(run_dir)
+        done = checkpoint_step(ckpt)
         t0 = time.perf_counter()
         console.print(f"[bold]harnessrl train[/] run {run_id} in {run_dir}: "
                       f"{len(tasks[TaskSplit.TRAIN])} train / {len(tasks[TaskSplit.EVAL])} held-out tasks, "
@@ -173,10 +173,7 @@ async def collect(config: HarnessConfig, checkpoint: Path | None, split: TaskSpl
     store = open_store(config.store_url)
     try:
         run_id = f"collect-{uuid.uuid4().hex[:8]}"
-        try:
-            store.create_run(f"collect {split.value}", config.model_dump(mode="json"), run_id=run_id)
-        except AlreadyExists:  # pragma: no cover - uuid collision
-            raise
+        store.create_run(f"collect {split.value}", config.model_dump(mode="json"), run_id=run_id)
         tasks = load_tasks(config, run_id)
         store.upsert_tasks(run_id, [lt.task for s in tasks.values() for lt in s])
         if split == TaskSplit.TRAIN:

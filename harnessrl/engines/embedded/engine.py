@@ -14,12 +14,14 @@ request in flight during an update finishes on the old weights.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import logging
 import os
 import threading
 import uuid
+import weakref
 from collections import deque
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -37,6 +39,19 @@ from harnessrl.engines.embedded.sequence import Sequence
 from harnessrl.engines.embedded.weights import apply_lora, load_full_state_dict
 
 logger = logging.getLogger(__name__)
+
+_LIVE_ENGINES: weakref.WeakSet[EmbeddedEngine] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_engines() -> None:
+    """Stop scheduler threads before the interpreter finalizes.
+
+    A daemon thread still inside torch while Python tears down aborts the process ("terminate called
+    without an active exception"), which turns a successful script into exit code 134.
+    """
+    for engine in list(_LIVE_ENGINES):
+        engine.close()
 
 
 class EngineBusyError(RuntimeError):
@@ -102,6 +117,7 @@ class EmbeddedEngine:
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="harnessrl-engine", daemon=True)
         self._thread.start()
+        _LIVE_ENGINES.add(self)
 
     @classmethod
     def from_config(cls, config: EngineConfig | None = None) -> EmbeddedEngine:
@@ -236,6 +252,7 @@ class EmbeddedEngine:
         return version
 
     def close(self) -> None:
+        """Stop the scheduler thread (idempotent; also run at interpreter exit)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()

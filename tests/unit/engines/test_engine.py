@@ -247,3 +247,13 @@ def test_prefix_cache_skips_the_shared_history_and_stays_exact(engine, tiny):
         assert engine.stats["reused_prefix_tokens"] == reused_before
     finally:
         model.load_state_dict(original)
+
+
+def test_interpreter_exit_hook_stops_the_scheduler_thread(engine):
+    """A daemon thread left inside torch at finalization aborts the process; the atexit hook stops it first."""
+    from harnessrl.engines.embedded import engine as engine_module
+
+    assert engine in engine_module._LIVE_ENGINES
+    assert engine._thread.is_alive()
+    engine_module._close_live_engines()
+    assert not engine._thread.is_alive()

@@ -98,6 +98,15 @@ class TrainingConfig(BaseModel):
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     grad_clip: float | None = Field(1.0, gt=0, description="Max global gradient norm; None = no clipping.")
+    mini_batches: int = Field(
+        1, ge=1, description="Optimizer updates per pass over a step's batch: its rollouts are split into this "
+        "many mini-batches (whole rollouts, so a rollout's samples stay together; each mini-batch is "
+        "normalized on its own). More updates per collected batch, at the cost of staleness.",
+    )
+    ppo_epochs: int = Field(
+        1, ge=1, description="Passes over a step's batch (each pass takes mini_batches updates, in a fresh "
+        "order). Later updates are off-policy; the PPO clip bounds them.",
+    )
     lora: LoraConfig | None = Field(
         default_factory=LoraConfig, description="LoRA settings; set to null/None for full fine-tuning."
     )

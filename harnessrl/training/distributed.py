@@ -64,14 +64,23 @@ def fixed_batch(model: torch.nn.Module, vocab: int, n: int = 8, seed: int = 0) -
     return samples
 
 
-def _new_trainer(lora: bool, micro_batch_tokens: int, grad_clip: float | None, work: Path | None
+#: Variants: full fine-tuning; a LoRA adapter; LoRA with PPO mini-batches, epochs and truncated IS
+#: (several updates per step, the "old" logprobs computed before the first one).
+VARIANTS = {
+    "full": {"lora": None},
+    "lora": {},
+    "ppo": {"mini_batches": 2, "ppo_epochs": 2, "tis_cap": 2.0},
+}
+
+
+def _new_trainer(variant: str, micro_batch_tokens: int, grad_clip: float | None, work: Path | None
                  ) -> tuple[Trainer, list[Any]]:
     model, tok = tiny_model(hidden_size=32, intermediate_size=64)
     samples = fixed_batch(model, len(tok))
-    cfg = TrainingConfig(
-        lr=1e-2, device="cpu", micro_batch_tokens=micro_batch_tokens, grad_clip=grad_clip,
-        lora=LoraConfig(r=4, alpha=8, target_modules=["q_proj", "v_proj"]) if lora else None,
-    )
+    settings: dict[str, Any] = {"lora": LoraConfig(r=4, alpha=8, target_modules=["q_proj", "v_proj"])}
+    settings.update(VARIANTS[variant])
+    cfg = TrainingConfig(lr=1e-2, device="cpu", micro_batch_tokens=micro_batch_tokens, grad_clip=grad_clip,
+                         **settings)
     publisher = FolderPublisher(work / "publish") if work is not None else None
     run_dir = work / "run" if work is not None else None
     return Trainer(model, cfg, pad_token_id=tok.pad_token_id, publisher=publisher, run_dir=run_dir), samples
@@ -84,18 +93,19 @@ def _full_weights(trainer: Trainer) -> dict[str, torch.Tensor]:
     return {n: full[n] for n, p in trainer.model.named_parameters() if p.requires_grad and n in full}
 
 
-def one_step(out: str | Path | None, *, lora: bool = False, micro_batch_tokens: int = 40,
+def one_step(out: str | Path | None, *, variant: str = "full", micro_batch_tokens: int = 40,
              grad_clip: float | None = 1.0, workdir: str | Path | None = None) -> dict[str, Any]:
     """Build the tiny model and fixed batch, run one ``Trainer.step``; rank 0 saves what it saw.
 
-    ``out`` (a ``torch.save`` file) gets ``grads`` (full tensors, as the optimizer sees them) and
+    ``out`` (a ``torch.save`` file) gets ``grads`` (full tensors, as the optimizer sees them at the last
+    update) and
     ``weights`` (after the step) by parameter name, plus the step's ``metrics``. With ``workdir`` the
     trainer also publishes (``workdir/publish``), checkpoints (``workdir/checkpoint``), and a fresh
     trainer resumes from that checkpoint and steps again: ``resumed_weights`` (optimizer state included);
     the first trainer's metrics go to ``workdir/run/metrics.jsonl``.
     """
     work = Path(workdir) if workdir is not None else None
-    trainer, samples = _new_trainer(lora, micro_batch_tokens, grad_clip, work)
+    trainer, samples = _new_trainer(variant, micro_batch_tokens, grad_clip, work)
     grads: dict[str, torch.Tensor] = {}
     step = trainer.optimizer.step
 
@@ -113,7 +123,7 @@ def one_step(out: str | Path | None, *, lora: bool = False, micro_batch_tokens: 
         result["published"] = trainer.publish()
         trainer.save_checkpoint(work / "checkpoint")
         trainer.close()
-        trainer, samples = _new_trainer(lora, micro_batch_tokens, grad_clip, None)
+        trainer, samples = _new_trainer(variant, micro_batch_tokens, grad_clip, None)
         trainer.load_checkpoint(work / "checkpoint")
         trainer.step(samples)
         result["resumed_weights"] = _full_weights(trainer)
@@ -130,8 +140,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "`torchrun --nproc_per_node N` (FSDP, gloo on CPU) and compare the saved gradients and weights.",
     )
     p.add_argument("--out", help="folder for <variant>.pt files (grads, weights, metrics; written by rank 0)")
-    p.add_argument("--variants", nargs="+", choices=["full", "lora"], default=["full"],
-                   help="full fine-tuning and/or a LoRA adapter, each from the same initial weights")
+    p.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=["full"],
+                   help="full fine-tuning, a LoRA adapter, and/or LoRA with PPO mini-batches and epochs, "
+                   "each from the same initial weights")
     p.add_argument("--micro-batch-tokens", type=int, default=40, help="token budget per micro-batch")
     p.add_argument("--resume", action="store_true",
                    help="also publish, checkpoint, resume into a fresh trainer and step again (needs --out)")
@@ -142,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         for variant in args.variants:
             work = out / variant if out is not None and args.resume else None
-            res = one_step(out / f"{variant}.pt" if out is not None else None, lora=variant == "lora",
+            res = one_step(out / f"{variant}.pt" if out is not None else None, variant=variant,
                            micro_batch_tokens=args.micro_batch_tokens, workdir=work)
             m = res["metrics"]
             logger.info("%s: loss %.6f grad_norm %.6f micro_batches %d", variant, m["loss"], m["grad_norm"],

@@ -64,17 +64,20 @@ def policy_loss(
     tis_cap: float | None = None,
     ref_logp: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    old_logp: torch.Tensor | None = None,
 ) -> LossOutput:
     """PPO clipped objective over trained tokens (all 1-D tensors of the same length).
 
     Without ``tis_cap`` the ratio is taken against the engine's behaviour logprobs. With it, the ratio is
-    taken against the trainer's own logprobs (detached: one optimizer step per batch, so they are the
-    "old" policy) and each token is weighted by ``min(p_trainer / p_engine, tis_cap)``, correcting for the
-    engine/trainer numerical mismatch without letting rare tokens explode the update.
+    taken against the trainer's own "old" logprobs and each token is weighted by
+    ``min(p_old / p_engine, tis_cap)``, correcting for the engine/trainer numerical mismatch without
+    letting rare tokens explode the update. The old logprobs are ``old_logp`` (the trainer's, computed
+    before a step's first update) when a step takes several updates, else ``logp`` detached (equal to
+    them at a step's only update).
     """
     high = clip_eps if clip_eps_high is None else clip_eps_high
     if tis_cap is not None:
-        old = logp.detach()
+        old = logp.detach() if old_logp is None else old_logp
         is_w = torch.exp(old - behaviour_logp).clamp(max=tis_cap)
     else:
         old = behaviour_logp

@@ -1,8 +1,9 @@
-"""The policy update: one optimizer step per batch of whole groups, for any transformers causal LM.
+"""The policy update over a batch of whole groups, for any transformers causal LM.
 
-``Trainer.step`` weighs every token once for the whole batch (see ``losses.token_weights``), splits the
-samples into micro-batches by a token budget (packed without padding), accumulates gradients, clips and
-takes one AdamW step. Dropout is kept off (eval mode) so the trainer's logprobs match the engine's.
+``Trainer.step`` weighs every token once for the batch (see ``losses.token_weights``), splits the samples
+into micro-batches by a token budget (packed without padding), accumulates gradients, clips and takes one
+AdamW step. With ``mini_batches``/``ppo_epochs`` it takes several updates per batch, each over whole
+rollouts (see ``minibatches``). Dropout is kept off (eval mode) so the trainer's logprobs match the engine's.
 fp32 on CPU (no native bf16 there); bf16 autocast with fp32 master weights on GPU.
 """
 
@@ -25,12 +26,13 @@ from harnessrl.store.base import Store
 from harnessrl.training import checkpoint as ckpt
 from harnessrl.training.attention import FLASH, VARLEN, register_varlen_attention
 from harnessrl.training.batch import TrainBatch
-from harnessrl.training.batching import make_micro_batches
+from harnessrl.training.batching import MicroBatch, make_micro_batches
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.fsdp_parallel import DistContext, is_dummy
 from harnessrl.training.losses import policy_loss, token_weights
 from harnessrl.training.metrics import MetricsWriter
+from harnessrl.training.minibatches import split_by_rollout
 from harnessrl.training.publish import Publisher
 from harnessrl.types import Sample
 
@@ -39,7 +41,7 @@ logger = logging.getLogger(__name__)
 
 #: Per-step metric sums, added up over ranks under data parallelism.
 _SUM_KEYS = ("loss", "clipped", "approx_kl", "ratio", "is_weight", "ref_kl", "entropy", "trained_tokens", "tokens",
-             "computed_tokens", "padding_tokens")
+             "computed_tokens", "padding_tokens", "update_tokens")
 
 
 def seed_everything(seed: int) -> None:
@@ -131,64 +133,99 @@ class Trainer:
 
     # -- the update --------------------------------------------------------------------------------------
     def step(self, batch: TrainBatch | Sequence[Sample]) -> dict[str, Any]:
-        """One optimizer update over ``batch``; returns (and writes) the step's metrics."""
+        """One training step over ``batch`` (``mini_batches`` x ``ppo_epochs`` optimizer updates, 1 by
+        default); returns (and writes) the step's metrics."""
         t0 = time.perf_counter()
         tb = batch if isinstance(batch, TrainBatch) else TrainBatch(samples=list(batch))
         samples = [s for s in tb.samples if any(s.loss_mask[1:])]
         self.dist.check_same_batch(samples)
         cfg = self.config
+        seed = cfg.seed * 1_000_003 + self.step_count  # same on every rank and after a resume
+        parts = split_by_rollout(samples, cfg.mini_batches, seed) if samples else []
+        minis = [mbs for mbs in (self._micro_batches(part) for part in parts) if mbs]
+        mine = [self.dist.share(mbs) for mbs in minis]  # every rank builds all, then runs its own share
+        updates = len(minis) * cfg.ppo_epochs
+        # Several updates with truncated IS: the "old" policy is the trainer before this step's first update.
+        old = self._old_logprobs(mine) if cfg.tis_cap is not None and updates > 1 else None
+        t1 = time.perf_counter()
+        sums: Counter[str] = Counter()
+        ref_time = 0.0
+        norms: list[float] = []
+        rng = random.Random(seed)
+        for epoch in range(cfg.ppo_epochs):
+            order = list(range(len(minis)))
+            if epoch:
+                rng.shuffle(order)
+            for i in order:
+                for j, mb in enumerate(mine[i]):
+                    ref_time += self._accumulate(mb, None if old is None else old[i][j], sums, count=epoch == 0)
+                norms.append(self._optimizer_step())
+        self.dist.all_reduce_sums(sums, _SUM_KEYS)
+        t2 = time.perf_counter()
+        self.step_count += 1
+        # Nothing trainable (e.g. every group had zero variance): no update, but the step still counts so
+        # step numbers stay aligned with the controller's.
+        metrics = self._metrics(tb, samples, sums, sum(map(len, minis)), norms, updates)
+        metrics.update({"time/prepare_s": t1 - t0, "time/forward_backward_s": t2 - t1 - ref_time,
+                        "time/reference_s": ref_time, "time/step_s": t2 - t0,
+                        "throughput/tokens_per_s": sums["tokens"] * cfg.ppo_epochs / max(t2 - t0, 1e-9)})
+        if self.metrics is not None:
+            self.metrics.write(self.step_count, metrics)
+        return metrics
+
+    def _micro_batches(self, samples: list[Sample]) -> list[MicroBatch]:
+        """Token weights normalized over ``samples`` (one update's worth), then packed by the token budget."""
+        cfg = self.config
         weights = token_weights(samples, cfg.normalization)
         impl = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
         share = cfg.share_prefix_min if impl == VARLEN and cfg.packing == "packed" else None
         mbs = make_micro_batches(samples, weights, cfg.micro_batch_tokens, cfg.packing, self.pad_token_id, share)
-        mbs = [mb for mb in mbs if mb.num_trained]
-        t1 = time.perf_counter()
-        sums: Counter[str] = Counter()
+        return [mb for mb in mbs if mb.num_trained]
+
+    @torch.no_grad()
+    def _old_logprobs(self, mine: list[list[MicroBatch]]) -> list[list[torch.Tensor]]:
+        return [[token_logprobs(self.model, mb, self.device, self.autocast_dtype)[0] for mb in mbs]
+                for mbs in mine]
+
+    def _accumulate(self, mb: MicroBatch, old_logp: torch.Tensor | None, sums: Counter[str], *,
+                    count: bool) -> float:
+        """Forward and backward one micro-batch; add its diagnostics (and, if ``count``, its token counts)
+        to ``sums``. Returns the seconds spent on reference logprobs."""
+        cfg = self.config
+        ref_logp = None
         ref_time = 0.0
-        for mb in self.dist.share(mbs):  # every rank builds all micro-batches, then runs its own share
-            ref_logp = None
-            if cfg.kl_coef > 0:
-                tr = time.perf_counter()
-                ref_logp = self._reference_logprobs(mb)
-                ref_time += time.perf_counter() - tr
-            logp, entropy = token_logprobs(self.model, mb, self.device, self.autocast_dtype, cfg.entropy_metric)
-            out = policy_loss(
-                logp,
-                mb.behaviour_logprobs.to(self.device),
-                mb.advantages.to(self.device),
-                mb.weights.to(self.device),
-                clip_eps=cfg.clip_eps,
-                clip_eps_high=cfg.clip_eps_high,
-                tis_cap=cfg.tis_cap,
-                ref_logp=ref_logp,
-                kl_coef=cfg.kl_coef,
-            )
-            out.loss.backward()
-            if is_dummy(mb):  # an idle rank's zero-weight filler (keeps FSDP collectives in step)
-                continue
-            sums["loss"] += float(out.loss.detach())
-            for key in ("clipped", "approx_kl", "ratio", "is_weight", "ref_kl"):
-                sums[key] += getattr(out, key)
-            if entropy is not None:
-                sums["entropy"] += float(entropy.sum())
+        if cfg.kl_coef > 0:
+            tr = time.perf_counter()
+            ref_logp = self._reference_logprobs(mb)
+            ref_time = time.perf_counter() - tr
+        logp, entropy = token_logprobs(self.model, mb, self.device, self.autocast_dtype, cfg.entropy_metric)
+        out = policy_loss(
+            logp,
+            mb.behaviour_logprobs.to(self.device),
+            mb.advantages.to(self.device),
+            mb.weights.to(self.device),
+            clip_eps=cfg.clip_eps,
+            clip_eps_high=cfg.clip_eps_high,
+            tis_cap=cfg.tis_cap,
+            ref_logp=ref_logp,
+            kl_coef=cfg.kl_coef,
+            old_logp=old_logp,
+        )
+        out.loss.backward()
+        if is_dummy(mb):  # an idle rank's zero-weight filler (keeps FSDP collectives in step)
+            return ref_time
+        sums["loss"] += float(out.loss.detach())
+        for key in ("clipped", "approx_kl", "ratio", "is_weight", "ref_kl"):
+            sums[key] += getattr(out, key)
+        if entropy is not None:
+            sums["entropy"] += float(entropy.sum())
+        sums["update_tokens"] += mb.num_trained
+        if count:
             sums["trained_tokens"] += mb.num_trained
             sums["tokens"] += mb.num_tokens
             sums["computed_tokens"] += mb.computed_tokens
             sums["padding_tokens"] += mb.padding_tokens
-        self.dist.all_reduce_sums(sums, _SUM_KEYS)
-        t2 = time.perf_counter()
-        # Nothing trainable (e.g. every group had zero variance): no update, but the step still counts so
-        # step numbers stay aligned with the controller's.
-        grad_norm = self._optimizer_step() if sums["trained_tokens"] else 0.0
-        t3 = time.perf_counter()
-        self.step_count += 1
-        metrics = self._metrics(tb, samples, sums, len(mbs), grad_norm)
-        metrics.update({"time/prepare_s": t1 - t0, "time/forward_backward_s": t2 - t1 - ref_time,
-                        "time/reference_s": ref_time, "time/optimizer_s": t3 - t2, "time/step_s": t3 - t0,
-                        "throughput/tokens_per_s": sums["tokens"] / max(t3 - t0, 1e-9)})
-        if self.metrics is not None:
-            self.metrics.write(self.step_count, metrics)
-        return metrics
+        return ref_time
 
     def _optimizer_step(self) -> float:
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
@@ -199,7 +236,7 @@ class Trainer:
             norm = self.dist.grad_norm(torch.nn.utils.get_total_norm(grads)) if grads else 0.0
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return norm
+        return float(norm)
 
     @torch.no_grad()
     def _reference_logprobs(self, mb: Any) -> torch.Tensor:
@@ -209,22 +246,25 @@ class Trainer:
             return token_logprobs(self.model, mb, self.device, self.autocast_dtype)[0]
 
     def _metrics(self, tb: TrainBatch, samples: list[Sample], sums: Counter[str], n_mb: int,
-                 grad_norm: float) -> dict[str, Any]:
-        n_tok = max(sums["trained_tokens"], 1)
+                 grad_norms: list[float], updates: int) -> dict[str, Any]:
+        # diagnostics are means over every update's tokens; token counts are the batch's, counted once
+        n_tok = max(sums["update_tokens"], 1)
         rewards = list(tb.rewards.values())
         advs = list(tb.advantages.values()) or [s.advantage for s in samples]
         rollouts = {s.rollout_id for s in samples}
         m: dict[str, Any] = {
             "step": self.step_count,
             "policy_version": self.policy_version,
-            "loss": sums["loss"],
+            "loss": sums["loss"] / max(updates, 1),  # each update's loss weighs its tokens to a sum of 1
             "clip_fraction": sums["clipped"] / n_tok,
             "approx_kl": sums["approx_kl"] / n_tok,
             "ratio_mean": sums["ratio"] / n_tok,
             "is_weight_mean": sums["is_weight"] / n_tok,
             "ref_kl": sums["ref_kl"] / n_tok,
             "entropy": sums["entropy"] / n_tok,
-            "grad_norm": grad_norm,
+            "grad_norm": statistics.fmean(grad_norms) if grad_norms else 0.0,
+            "grad_norm/last": grad_norms[-1] if grad_norms else 0.0,
+            "updates": updates,
             "lr": self.optimizer.param_groups[0]["lr"],
             "reward/mean": statistics.fmean(rewards) if rewards else float("nan"),
             "reward/std": statistics.pstdev(rewards) if rewards else float("nan"),

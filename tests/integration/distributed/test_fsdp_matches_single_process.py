@@ -1,6 +1,7 @@
 """Two CPU processes under torchrun (FSDP, gloo on loopback) train exactly like one process on the same batch.
 
-One ``torchrun --standalone --nproc_per_node 2`` run does both variants (full fine-tuning and LoRA): a
+One ``torchrun --standalone --nproc_per_node 2`` run does every variant (full fine-tuning, LoRA, and LoRA
+with PPO mini-batches/epochs/truncated IS): a
 step, a publish, a checkpoint, and a fresh trainer resumed from it stepping again. The same runs in this
 process (no WORLD_SIZE) are the reference. The fixed batch packs into 3 micro-batches, so one rank also
 runs the zero-weight filler micro-batch.
@@ -21,8 +22,8 @@ from safetensors.torch import load_file
 from harnessrl.training.distributed import one_step
 from harnessrl.training.fsdp_parallel import DistContext, dummy_micro_batch, is_dummy
 
-VARIANTS = ("full", "lora")
-PUBLISHED = {"full": "model.safetensors", "lora": "adapter_model.safetensors"}
+VARIANTS = ("full", "lora", "ppo")
+PUBLISHED = {"full": "model.safetensors", "lora": "adapter_model.safetensors", "ppo": "adapter_model.safetensors"}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
            "-m", "harnessrl.training.distributed", "--out", str(multi), "--variants", *VARIANTS, "--resume"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for v in VARIANTS:  # the single-process reference runs meanwhile
-        one_step(single / f"{v}.pt", lora=v == "lora", workdir=single / v)
+        one_step(single / f"{v}.pt", variant=v, workdir=single / v)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, out[-4000:]
     return {"single": single, "multi": multi}
@@ -56,7 +57,10 @@ def test_gradients_and_weights_match_single_process(runs, variant):
     assert one["grads"] and any(float(g.abs().max()) > 1e-4 for g in one["grads"].values())  # a real step
     _assert_close(one["grads"], two["grads"])
     _assert_close(one["weights"], two["weights"])
-    assert one["metrics"]["micro_batches"] == 3  # odd: rank 1 ran the filler micro-batch
+    if variant == "ppo":
+        assert one["metrics"]["updates"] == 4 == two["metrics"]["updates"]  # 2 mini-batches x 2 epochs
+    else:
+        assert one["metrics"]["micro_batches"] == 3  # odd: rank 1 ran the filler micro-batch
     for key in ("loss", "grad_norm", "tokens/trained", "tokens/total", "clip_fraction", "approx_kl", "entropy"):
         assert two["metrics"][key] == pytest.approx(one["metrics"][key], rel=1e-5, abs=1e-7), key
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -190,3 +191,45 @@ def test_full_finetune_publishes_a_loadable_safetensors_folder(tmp_path):
     loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "v000001")
     for name, p in trainer.model.named_parameters():
         assert torch.equal(p.detach(), loaded.get_parameter(name)), name
+
+
+def _params(trainer: Trainer) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in trainer.model.parameters() if p.requires_grad])
+
+
+def test_two_ppo_epochs_equal_two_steps_on_the_same_batch():
+    """Without truncated IS the ratio is against the engine's logprobs, so epoch 2 is exactly a second step."""
+    torch.manual_seed(0)
+    batch = _batch(tiny_llama())
+    once = Trainer(tiny_llama(), _cfg(ppo_epochs=2))
+    twice = Trainer(tiny_llama(), _cfg())
+    m = once.step(batch)
+    twice.step(batch)
+    twice.step(batch)
+    assert m["updates"] == 2 and once.step_count == 1
+    assert m["tokens/trained"] == sum(sum(s.loss_mask) for s in batch)  # counted once, not per epoch
+    assert torch.allclose(_params(once), _params(twice), atol=1e-6)
+    assert not torch.allclose(_params(once), _params(Trainer(tiny_llama(), _cfg()))), "nothing was trained"
+
+
+def test_mini_batches_take_one_update_per_part_of_whole_rollouts():
+    batch = _batch(tiny_llama(), n=6)
+    trainer = Trainer(tiny_llama(), _cfg(mini_batches=3, ppo_epochs=2))
+    m = trainer.step(batch)
+    assert m["updates"] == 6
+    state = trainer.optimizer.state_dict()["state"]
+    assert {int(s["step"]) for s in state.values()} == {6}  # AdamW saw six steps
+    # more mini-batches than rollouts: one update per rollout, no empty update
+    m = Trainer(tiny_llama(), _cfg(mini_batches=50)).step(batch[:2])
+    assert m["updates"] == 2
+
+
+def test_several_updates_with_truncated_is_fix_the_old_policy_before_the_first():
+    """With tis_cap the ratio of a later update is against the pre-step trainer, so it moves off 1."""
+    batch = _batch(tiny_llama())
+    one = Trainer(tiny_llama(), _cfg(tis_cap=2.0, clip_eps=10.0)).step(batch)
+    two = Trainer(tiny_llama(), _cfg(tis_cap=2.0, clip_eps=10.0, ppo_epochs=2)).step(batch)
+    assert one["updates"] == 1 and two["updates"] == 2
+    assert math.isfinite(two["loss"])
+    # the first update of both is identical; the second update's loss reflects the moved policy
+    assert two["loss"] != pytest.approx(one["loss"], abs=1e-7)

@@ -91,21 +91,27 @@ def _train_config(args: argparse.Namespace) -> Any:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from harnessrl.run import run_train
+    from harnessrl.run import RUN_ERRORS, run_train
 
-    summary = run_train(_train_config(args))
+    try:
+        summary = run_train(_train_config(args))
+    except RUN_ERRORS as exc:
+        raise SystemExit(f"harnessrl train: {exc}") from None
     print(summary.held_out_line(), flush=True)
     return 0
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from harnessrl.run import run_collect
+    from harnessrl.run import RUN_ERRORS, run_collect
     from harnessrl.types import TaskSplit
 
     checkpoint = Path(args.checkpoint).resolve() if args.checkpoint else None
     if checkpoint is not None and not checkpoint.is_dir():
         raise SystemExit(f"checkpoint not found: {checkpoint}")
-    result = run_collect(_train_config(args), checkpoint, TaskSplit(args.split))
+    try:
+        result = run_collect(_train_config(args), checkpoint, TaskSplit(args.split))
+    except RUN_ERRORS as exc:
+        raise SystemExit(f"harnessrl collect: {exc}") from None
     print(f"{args.split} reward: {result.mean_reward:.2f} ({result.tasks} tasks, policy version "
           f"{result.policy_version})", flush=True)
     return 0

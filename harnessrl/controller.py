@@ -20,6 +20,7 @@ import random
 import shutil
 import statistics
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,10 @@ from harnessrl.tasks import LoadedTask
 from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
 
 log = logging.getLogger(__name__)
+
+
+class StepFailed(RuntimeError):
+    """No attempt of a step could be scored; the message names the most common cause."""
 
 
 @dataclass
@@ -214,7 +219,9 @@ class Controller:
                 good += [r for r in new if r.failure_kind != FailureKind.INFRA]
                 retries += sum(r.failure_kind == FailureKind.INFRA for r in new)
                 if len(good) < run.attempts_per_task and retries > run.max_retries * run.attempts_per_task:
-                    log.warning("group %s: %d infra failures, giving up on it this step", gid, retries)
+                    failed = [r for r in new if r.failure_kind == FailureKind.INFRA]
+                    log.warning("group %s: %d infra failures, giving up on it this step (last: %s)", gid,
+                                retries, failed[-1].error if failed else "?")
                     break
             return good
 
@@ -266,6 +273,8 @@ class Controller:
         trainer = self.stack.trainer
         t0 = time.perf_counter()
         rollouts = await (collected if collected is not None else self.collect_step(step))
+        if not rollouts:
+            self._raise_if_all_infra(step)
         rollouts, stale = self._drop_stale(rollouts, trainer.policy_version)
         t1 = time.perf_counter()
         batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
@@ -295,6 +304,19 @@ class Controller:
                     failed=report.failed, infra=report.infra, reward_mean=report.reward_mean,
                     stale_dropped=stale, seconds=report.seconds)
         return report
+
+    def _raise_if_all_infra(self, step: int) -> None:
+        """A step whose every attempt failed before it could be scored has a cause outside the policy
+        (harness, verifier, cluster): stop before training on nothing, with that cause."""
+        infra = [r for r in self._rollouts_of(step) if r.failure_kind == FailureKind.INFRA]
+        if not infra:
+            return
+        reason, n = Counter(r.error or "no reason recorded" for r in infra).most_common(1)[0]
+        self._event("step_failed", step=step, infra=len(infra), reason=reason)
+        raise StepFailed(
+            f"step {step}: all {len(infra)} attempts failed before they could be scored (infra), "
+            f"{n} of them with: {reason}\nNothing was trained. Fix the cause and run the same command "
+            f"again: the run resumes at step {step}.")
 
     def _drop_stale(self, rollouts: list[Rollout], trainer_version: int) -> tuple[list[Rollout], int]:
         """Async mode: whole groups launched more than ``max_staleness`` versions ago are not trained."""

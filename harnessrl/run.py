@@ -23,13 +23,32 @@ from typing import Any
 from rich.console import Console
 
 from harnessrl.config import HarnessConfig
-from harnessrl.controller import Controller, EvalResult, checkpoint_step, record_policy_version
+from harnessrl.controller import Controller, EvalResult, StepFailed, checkpoint_step, record_policy_version
+from harnessrl.runners.env import base_env
+from harnessrl.runners.preflight import CommandNotFound, check_command
 from harnessrl.stack import Stack, latest_checkpoint
 from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
 from harnessrl.types import Rollout, TaskSplit
 
 log = logging.getLogger(__name__)
+
+#: Errors that are the user's to fix: the CLI prints their message, not a traceback.
+RUN_ERRORS = (CommandNotFound, StepFailed)
+
+
+def preflight(config: HarnessConfig) -> None:
+    """Fail in a second, not after the model has loaded, when the harness or the verifier cannot start."""
+    runner, rewards = config.runner, config.rewards
+    if runner.kind != "local":
+        return  # the command names a program inside the pod's image
+    env = base_env(runner.inherit_env, prepend_python_bin=runner.prepend_python_bin)
+    env.update(runner.env)
+    check_command(runner.command, env, "runner.command")
+    if rewards.verifier:
+        venv = base_env(rewards.verifier_inherit_env)
+        venv.update(rewards.verifier_env)
+        check_command(rewards.verifier, venv, "rewards.verifier")
 
 
 @dataclass
@@ -115,6 +134,7 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
         if not tasks[TaskSplit.TRAIN]:
             raise ValueError("no training tasks: set [tasks] train = \"tasks.jsonl\" (or a dataset)")
         store.upsert_tasks(run_id, [lt.task for split in tasks.values() for lt in split])
+        preflight(config)
         ckpt = latest_checkpoint(run_dir)
         done = checkpoint_step(ckpt)
         t0 = time.perf_counter()
@@ -178,6 +198,7 @@ async def collect(config: HarnessConfig, checkpoint: Path | None, split: TaskSpl
         store.upsert_tasks(run_id, [lt.task for s in tasks.values() for lt in s])
         if split == TaskSplit.TRAIN:
             tasks = {TaskSplit.EVAL: tasks[TaskSplit.TRAIN], TaskSplit.TRAIN: []}
+        preflight(config)
         stack = Stack.start(config, store, run_id=run_id, train=False, checkpoint=checkpoint)
         try:
             async with Controller(config, stack, run_id, tasks) as ctl:

@@ -14,8 +14,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from harnessrl.config import load_config
+from harnessrl.controller import StepFailed
 from harnessrl.run import run_collect, run_train
+from harnessrl.runners.preflight import CommandNotFound
 from harnessrl.store import open_store
 from harnessrl.types import FailureKind, RolloutStatus, TaskSplit
 
@@ -191,3 +195,39 @@ def test_tasks_from_a_datasets_dataset(tmp_path: Path) -> None:
     tasks = load_tasks(config, "r")
     assert len(tasks[TaskSplit.TRAIN]) == 6 and len(tasks[TaskSplit.EVAL]) == 3
     assert tasks[TaskSplit.TRAIN][0].task.input["question"] == "question number 0"
+
+
+def test_a_missing_harness_command_fails_before_the_model_loads(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace(f'command = ["{sys.executable}"', 'command = ["no-such-harness-xyz"'))
+    config = load_config(cfg)
+    t0 = time.perf_counter()
+    with pytest.raises(CommandNotFound, match="no-such-harness-xyz"):
+        run_train(config)
+    assert time.perf_counter() - t0 < 10
+    assert not (config.run_dir / "checkpoints").exists()
+
+
+def test_a_step_with_only_infra_failures_stops_the_run_untrained_and_resumes(tmp_path: Path) -> None:
+    """A broken verifier makes every attempt an infra failure: stop with its message, train nothing;
+    once it is fixed the same command resumes at that step."""
+    broken = tmp_path / "broken_verify.py"
+    broken.write_text("import sys\nprint('verifier cannot import its checker', file=sys.stderr)\nsys.exit(7)\n")
+    cfg = write_config(tmp_path, steps=1)
+    good = cfg.read_text()
+    cfg.write_text(good.replace(str(HERE / "verify.py"), str(broken)))
+    config = load_config(cfg)
+    with pytest.raises(StepFailed, match="verifier cannot import its checker") as info:
+        run_train(config)
+    assert "step 1" in str(info.value) and "resumes at step 1" in str(info.value)
+    assert not (config.run_dir / "checkpoints").exists()  # nothing trained
+    events = [json.loads(x) for x in (config.run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "step_failed"] == [1]
+    cfg.write_text(good)
+    summary = run_train(load_config(cfg))
+    assert (config.run_dir / "checkpoints" / "step_000001").is_dir()
+    store = open_store(config.store_url)
+    step1 = store.list_rollouts(run_id=summary.run_id, step=1, limit=1000)
+    assert any(r.failure_kind == FailureKind.INFRA for r in step1)  # the failed attempts stay recorded
+    assert sum(r.status == RolloutStatus.SUCCEEDED for r in step1) == 2 * 2
+    store.close()

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per admin request drowns the progress
+    # transformers 5 renamed gradient checkpointing; peft still calls the old names on every LoRA wrap
+    warnings.filterwarnings("ignore", message=r".*gradient_checkpointing.* is deprecated", category=FutureWarning)
     return int(args.func(args) or 0)
 
 

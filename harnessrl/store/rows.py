@@ -120,7 +120,8 @@ class SeqCache:
             self._bytes -= entry[1]
 
 
-def _dumps(obj: Any) -> str:
+def dumps(obj: Any) -> str:
+    """JSON as text, the form of every document column."""
     return orjson.dumps(obj).decode()
 
 
@@ -135,11 +136,11 @@ def encode_call(call: NewCall, seqs: RolloutSeqs, now: float) -> tuple[Any, ...]
     meta = [[len(c.token_ids), len(c.logprobs), c.finish_reason] for c in call.choices]
     seqs.add(Leaf(index, prompt + ids[0] if ids else prompt, call.request), parent_index, prefix_len)
     return (
-        call.rollout_id, index, str(call.api), str(call.status), _dumps(request), _dumps(keep) if keep else None,
-        None if call.response is None else _dumps(call.response), parent_index, prefix_len,
+        call.rollout_id, index, str(call.api), str(call.status), dumps(request), dumps(keep) if keep else None,
+        None if call.response is None else dumps(call.response), parent_index, prefix_len,
         len(call.prompt_token_ids), prompt[prefix_len * ITEM_SIZE :], b"".join(ids),
-        b"".join(encode_floats(c.logprobs) for c in call.choices), _dumps(meta), call.policy_version,
-        call.requested_model, _dumps(call.sampling), call.engine_id, call.latency_s, call.error,
+        b"".join(encode_floats(c.logprobs) for c in call.choices), dumps(meta), call.policy_version,
+        call.requested_model, dumps(call.sampling), call.engine_id, call.latency_s, call.error,
         None if call.fidelity is None else str(call.fidelity), call.fidelity_reason, now,
     )  # fmt: skip
 

@@ -48,6 +48,19 @@ def test_rollout_stats_counts_calls_and_lists_rewards(store: Store, new_rollout:
     assert Store.rollout_stats(store, [busy, idle]) == {k: stats[k] for k in (busy, idle)}
 
 
+def test_rollout_stats_of_a_long_page(store: Store, new_rollout: Callable[..., str]) -> None:
+    """More ids than one statement takes on SQLite (it asks in chunks): rollouts in any chunk are found."""
+    busy, idle = new_rollout(), new_rollout()
+    store.record_calls([make_call(busy, [1], [2])])
+    store.add_reward(idle, 0.25)
+    ids = [f"missing-{i}" for i in range(1100)]
+    ids[999], ids[1000] = busy, idle  # the last of one chunk and the first of the next
+    stats = store.rollout_stats(ids)
+    assert set(stats) == {busy, idle}
+    assert (stats[busy].calls, stats[busy].rewards) == (1, [])
+    assert stats[idle].calls == 0 and [r.value for r in stats[idle].rewards] == [0.25]
+
+
 def test_version_1_database_gains_the_task_index(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     open_store(url).close()

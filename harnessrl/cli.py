@@ -98,6 +98,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         summary = run_train(_train_config(args))
     except RUN_ERRORS as exc:
         raise SystemExit(f"harnessrl train: {exc}") from None
+    except KeyboardInterrupt:
+        print("harnessrl train: interrupted; attempts in flight were stopped and will be re-run. "
+              "Run the same command to resume.", file=sys.stderr, flush=True)
+        return 130
     print(summary.held_out_line(), flush=True)
     return 0
 

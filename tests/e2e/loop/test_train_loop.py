@@ -231,3 +231,36 @@ def test_a_step_with_only_infra_failures_stops_the_run_untrained_and_resumes(tmp
     assert any(r.failure_kind == FailureKind.INFRA for r in step1)  # the failed attempts stay recorded
     assert sum(r.status == RolloutStatus.SUCCEEDED for r in step1) == 2 * 2
     store.close()
+
+
+def test_ctrl_c_stops_harnesses_and_says_how_to_resume(tmp_path: Path) -> None:
+    """SIGINT while a harness hangs: exit 130 with a resume hint, and no harness process left behind."""
+    cfg = write_config(tmp_path, steps=1, train="faults.jsonl", attempts=1)
+    config = load_config(cfg)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "harnessrl.cli", "--log-level", "WARNING", "train", str(cfg)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    deadline = time.monotonic() + 240
+    hang = None
+    while time.monotonic() < deadline and hang is None:  # wait until the hanging harness runs
+        assert proc.poll() is None, proc.communicate()
+        if (config.run_dir / "store.db").exists():
+            s = open_store(config.store_url)
+            hang = next((r for r in s.list_rollouts(limit=100)
+                         if r.task_id == "b-hang" and r.status == RolloutStatus.RUNNING), None)
+            s.close()
+        time.sleep(0.2)
+    assert hang is not None and hang.runner_handle and hang.runner_handle.startswith("local:")
+    pid = int(hang.runner_handle.split(":")[1])
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Run the same command to resume" in err and "Traceback" not in err
+    time.sleep(0.5)
+    try:
+        os.kill(pid, 0)
+        alive = True
+    except ProcessLookupError:
+        alive = False
+    assert not alive, "the hanging harness outlived the controller"

@@ -12,8 +12,11 @@ import os
 import sys
 import tomllib
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 log = logging.getLogger("harnessrl")
 
@@ -91,32 +94,39 @@ def _train_config(args: argparse.Namespace) -> Any:
         raise SystemExit(str(exc)) from None
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from harnessrl.run import RUN_ERRORS, run_train
+def _drive(name: str, job: Callable[[], T]) -> T:
+    """Run a train/collect job: the user's errors and Ctrl-C become one line, not a traceback."""
+    from harnessrl.run import RUN_ERRORS
 
     try:
-        summary = run_train(_train_config(args))
+        return job()
     except RUN_ERRORS as exc:
-        raise SystemExit(f"harnessrl train: {exc}") from None
+        raise SystemExit(f"harnessrl {name}: {exc}") from None
     except KeyboardInterrupt:
-        print("harnessrl train: interrupted; attempts in flight were stopped and will be re-run. "
-              "Run the same command to resume.", file=sys.stderr, flush=True)
-        return 130
+        print(f"harnessrl {name}: interrupted; attempts in flight were stopped"
+              + (" and will be re-run. Run the same command to resume." if name == "train" else "."),
+              file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from harnessrl.run import run_train
+
+    config = _train_config(args)
+    summary = _drive("train", lambda: run_train(config))
     print(summary.held_out_line(), flush=True)
     return 0
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from harnessrl.run import RUN_ERRORS, run_collect
+    from harnessrl.run import run_collect
     from harnessrl.types import TaskSplit
 
     checkpoint = Path(args.checkpoint).resolve() if args.checkpoint else None
     if checkpoint is not None and not checkpoint.is_dir():
         raise SystemExit(f"checkpoint not found: {checkpoint}")
-    try:
-        result = run_collect(_train_config(args), checkpoint, TaskSplit(args.split))
-    except RUN_ERRORS as exc:
-        raise SystemExit(f"harnessrl collect: {exc}") from None
+    config = _train_config(args)
+    result = _drive("collect", lambda: run_collect(config, checkpoint, TaskSplit(args.split)))
     print(f"{args.split} reward: {result.mean_reward:.2f} ({result.tasks} tasks, policy version "
           f"{result.policy_version})", flush=True)
     return 0

@@ -3,7 +3,7 @@
 The controller's path through this package::
 
     batch = batch_from_store(store, finished_rollouts_of_whole_groups, config)   # or prepare_batch(...)
-    metrics = trainer.step(batch)          # one optimizer update, metrics to <run_dir>/metrics.jsonl + tb
+    metrics = trainer.step(batch)          # one update (or mini_batches x ppo_epochs), metrics to metrics.jsonl
     version = trainer.publish()            # engine gets the weights; store records the policy version
     trainer.save_checkpoint()              # resume later with trainer.load_checkpoint(path)
 """

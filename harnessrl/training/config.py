@@ -10,6 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+#: Where step metrics are mirrored besides ``<run_dir>/metrics.jsonl`` (see ``harnessrl.training.trackers``).
+TrackerName = Literal["tensorboard", "wandb", "mlflow"]
+
 
 class LoraConfig(BaseModel):
     """LoRA adapter settings (peft). Adapters keep updates small enough to publish every step."""
@@ -141,4 +144,18 @@ class TrainingConfig(BaseModel):
     seed: int = Field(0, description="Seed for torch/python/numpy RNGs (saved in checkpoints).")
     gradient_checkpointing: bool = Field(
         False, description="Trade compute for memory (slow on CPU; off by default)."
+    )
+
+    # -- experiment trackers ---------------------------------------------------------------------------
+    trackers: list[TrackerName] = Field(
+        default_factory=lambda: ["tensorboard"],
+        description="Where step metrics and held-out evaluations are mirrored; <run_dir>/metrics.jsonl is "
+        "always written. tensorboard: <run_dir>/tb; wandb: a W&B run; mlflow: an MLflow run (without "
+        "MLFLOW_TRACKING_URI in <run_dir>/mlflow.db). wandb and mlflow need pip install 'harnessrl[tracking]'; "
+        "their own environment variables (WANDB_MODE, WANDB_API_KEY, MLFLOW_TRACKING_URI, ...) apply.",
+    )
+    tracker_project: str | None = Field(
+        None,
+        description="W&B project / MLflow experiment; None: WANDB_PROJECT / MLFLOW_EXPERIMENT_NAME, else "
+        "'harnessrl'. Runs are named after the harnessrl run id.",
     )

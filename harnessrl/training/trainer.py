@@ -34,6 +34,7 @@ from harnessrl.training.losses import policy_loss, token_weights
 from harnessrl.training.metrics import MetricsWriter
 from harnessrl.training.minibatches import split_by_rollout
 from harnessrl.training.publish import Publisher
+from harnessrl.training.trackers import open_trackers
 from harnessrl.types import Sample
 
 logger = logging.getLogger(__name__)
@@ -102,7 +103,10 @@ class Trainer:
         self.run_id = run_id
         self.pad_token_id = pad_token_id
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.metrics = MetricsWriter(self.run_dir) if self.run_dir is not None and self.dist.is_main else None
+        self.metrics: MetricsWriter | None = None  # rank 0 only; trackers open now: a missing package fails early
+        if self.run_dir is not None and self.dist.is_main:
+            trackers = open_trackers(config, self.run_dir, run_id or self.run_dir.name)
+            self.metrics = MetricsWriter(self.run_dir, trackers)
 
     def _choose_attention(self, model: torch.nn.Module) -> None:
         cfg = self.config

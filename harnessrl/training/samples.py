@@ -133,6 +133,8 @@ def build_samples(
     (``excluded.<reason>``); over-long samples are truncated or dropped per ``config`` and counted
     (``overflow.truncated`` / ``overflow.dropped``). Only choice 0 of an ``n > 1`` call is trained unless
     ``config.choices == "all"``; each extra choice then becomes its own sample with the prompt as context.
+    Trained calls are counted by how the gateway rendered their prompt (``render.exact`` / ``extended`` /
+    ``rerendered``): the run-wide fidelity of the token-exact render mode, step by step.
     """
     config = config or SampleConfig()
     counts: Counter[str] = Counter()
@@ -143,6 +145,8 @@ def build_samples(
             counts[f"excluded.{reason}"] += 1
             continue
         rollout_id = rollout_id or call.rollout_id
+        if call.fidelity is not None:  # how the gateway built the prompt (token-exact render mode)
+            counts[f"render.{call.fidelity.value}"] += 1
         prompt = list(call.prompt_token_ids)
         parent = _find_parent(prompt, opened)
         if parent is not None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from harnessrl.training.config import SampleConfig
 from harnessrl.training.samples import build_samples, common_prefix_length
-from harnessrl.types import CallStatus, SampleFidelity
+from harnessrl.types import CallStatus, Fidelity, SampleFidelity
 
 from ._helpers import make_call
 
@@ -132,3 +134,14 @@ def test_common_prefix_length():
     assert common_prefix_length([1, 2, 3], [1, 5, 3]) == 1
     assert common_prefix_length([], [1]) == 0
     assert common_prefix_length(list(range(1000)), [*range(777), -1]) == 777
+
+
+def test_trained_calls_are_counted_by_how_the_gateway_rendered_them():
+    calls = [make_call(0, [1, 2], [3]), make_call(1, [1, 2, 3, 4], [5]), make_call(2, [9], [8]),
+             make_call(3, [9], [], status=CallStatus.ERROR)]
+    # the last call errored: it is excluded from training, so not counted either
+    rendered = [Fidelity.EXACT, Fidelity.EXTENDED, Fidelity.RERENDERED, Fidelity.EXACT]
+    calls = [dataclasses.replace(c, fidelity=f) for c, f in zip(calls, rendered, strict=True)]
+    counts = build_samples(calls, "g").counts
+    assert {k: v for k, v in counts.items() if k.startswith("render.")} == {
+        "render.exact": 1, "render.extended": 1, "render.rerendered": 1}

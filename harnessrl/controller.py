@@ -34,7 +34,7 @@ from harnessrl.runners import Runner, make_attempt_spec, make_runner
 from harnessrl.stack import Stack
 from harnessrl.store import AlreadyExists, Store, StoreError
 from harnessrl.tasks import LoadedTask
-from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
+from harnessrl.types import FINAL_REWARD, FailureKind, Rollout, RolloutStatus, TaskSplit
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class AdminClient:
 
 def rollout_reward(store: Store, rollout_id: str) -> float | None:
     """The rollout's final reward (``final`` written by scoring), or None when it has none."""
-    finals = [r.value for r in store.get_rewards(rollout_id) if r.name == "final"]
+    finals = [r.value for r in store.get_rewards(rollout_id) if r.name == FINAL_REWARD]
     return finals[-1] if finals else None
 
 

@@ -205,8 +205,15 @@ class ChoiceTokens:
     finish_reason: str | None = None
 
 
+#: The reward scoring writes once per attempt: the configured combination of its sources (verifier, exit
+#: code, what the harness posted). Training, evaluation and the dashboard read this one when it exists.
+FINAL_REWARD = "final"
+
+
 @dataclass(frozen=True, slots=True)
 class Reward:
+    """A named value for a rollout (outcome) or for one of its calls (``call_index`` set)."""
+
     rollout_id: str
     value: float
     name: str = "reward"

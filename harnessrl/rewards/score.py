@@ -28,11 +28,11 @@ from harnessrl.rewards.verifier import VerifierError, run_verifier
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.runners.workspace import WorkspaceError
 from harnessrl.store.base import Store
-from harnessrl.types import FailureKind, Rollout, RolloutStatus
+from harnessrl.types import FINAL_REWARD, FailureKind, Rollout, RolloutStatus
 
 logger = logging.getLogger(__name__)
 
-FINAL = "final"
+FINAL = FINAL_REWARD
 VERIFIER = "verifier"
 EXIT_CODE = "exit_code"
 TAMPER = "tamper"

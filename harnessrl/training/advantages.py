@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from harnessrl.training.config import TrainingConfig
-from harnessrl.types import FailureKind, Reward, Rollout, RolloutStatus, Sample
+from harnessrl.types import FINAL_REWARD, FailureKind, Reward, Rollout, RolloutStatus, Sample
 
 
 @dataclass(slots=True)
@@ -38,11 +38,15 @@ class AdvantageResult:
 
 
 def rollout_reward(rewards: Sequence[Reward], reward_name: str | None = None) -> float | None:
-    """The rollout's outcome reward: the named one, or the sum over names (latest value of each name).
+    """The rollout's outcome reward: the named one; without a name ``final`` (scoring's combination of
+    the sources, which are also recorded under their own names) when present, else the sum over names
+    (latest value of each name).
 
     Per-call rewards (``call_index`` set) are not outcome rewards. Returns None when nothing applies, so
     that a missing reward is never mistaken for 0.
     """
+    if reward_name is None and any(r.name == FINAL_REWARD and r.call_index is None for r in rewards):
+        reward_name = FINAL_REWARD  # summing it with its own sources would count them twice
     latest: dict[str, Reward] = {}
     for r in sorted(rewards, key=lambda r: r.created_at):
         if r.call_index is None and (reward_name is None or r.name == reward_name):

@@ -64,8 +64,8 @@ class TrainingConfig(BaseModel):
     advantage_eps: float = Field(1e-6, gt=0, description="Added to the group std (grpo) to avoid 0/0.")
     reward_name: str | None = Field(
         None,
-        description="Which named reward is the rollout's reward; None sums all outcome rewards "
-        "(the latest value of each name).",
+        description="Which named reward is the rollout's reward; None: `final` (what scoring combined from "
+        "[rewards]) when the rollout has one, else the sum of its outcome rewards (latest value of each name).",
     )
     per_call_rewards: bool = Field(
         False,

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harnessrl.store import Store
-from harnessrl.types import FailureKind, Reward, Rollout, RolloutStatus
+from harnessrl.types import FINAL_REWARD, FailureKind, Reward, Rollout, RolloutStatus
 
 PAGE_SIZE = 50
 
 
 def main_reward(rewards: list[Reward]) -> Reward | None:
     """The reward a table shows: ``final`` (written by scoring) if present, else the last rollout-level one."""
-    finals = [r for r in rewards if r.name == "final"]
+    finals = [r for r in rewards if r.name == FINAL_REWARD]
     if finals:
         return finals[-1]
     whole = [r for r in rewards if r.call_index is None]

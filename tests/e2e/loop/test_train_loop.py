@@ -82,6 +82,10 @@ def test_train_loop_records_everything_and_advances_the_policy(tmp_path: Path) -
     rows = [json.loads(x) for x in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
     metrics = [m for m in rows if "loss" in m]
     assert len(metrics) == 2 and sum(m["tokens/trained"] for m in metrics) > 0
+    steps = [json.loads(x) for x in (config.run_dir / "events.jsonl").read_text().splitlines()]
+    steps = [e for e in steps if e["event"] == "step"]
+    # the trainer scores rollouts by the same `final` reward the controller reports (not final + its sources)
+    assert [m["reward/mean"] for m in metrics] == pytest.approx([e["reward_mean"] for e in steps])
     evals = [m for m in rows if "eval/reward_mean" in m]
     assert [m["step"] for m in evals] == [0, 2]  # held-out curve by policy version
     assert (config.run_dir / "tb").is_dir()

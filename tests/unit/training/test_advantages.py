@@ -8,7 +8,7 @@ import pytest
 
 from harnessrl.training.advantages import RolloutRecord, compute_advantages, group_advantages, rollout_reward
 from harnessrl.training.config import TrainingConfig
-from harnessrl.types import FailureKind, Reward, Rollout, RolloutStatus
+from harnessrl.types import FINAL_REWARD, FailureKind, Reward, Rollout, RolloutStatus
 
 from ._helpers import make_sample
 
@@ -84,6 +84,15 @@ def test_reward_aggregation_sum_latest_per_name_or_named():
     assert rollout_reward(rs) == 3.5
     assert rollout_reward(rs, "format") == 0.5
     assert rollout_reward(rs, "missing") is None
+
+
+def test_scorings_final_reward_is_not_summed_with_its_own_sources():
+    """Scoring records each source (verifier, exit_code) and their combination `final`; the rollout's
+    reward is `final`, not verifier + exit_code + final."""
+    rs = [Reward("a", 1.0, "exit_code", created_at=1), Reward("a", 0.25, "verifier", created_at=2),
+          Reward("a", 0.25, FINAL_REWARD, created_at=3)]
+    assert rollout_reward(rs) == 0.25
+    assert rollout_reward(rs, "exit_code") == 1.0  # a named reward still wins
 
 
 def test_per_call_rewards_give_discounted_segment_returns():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: Where step metrics are mirrored besides ``<run_dir>/metrics.jsonl`` (see ``harnessrl.training.trackers``).
 TrackerName = Literal["tensorboard", "wandb", "mlflow"]
@@ -111,7 +111,8 @@ class TrainingConfig(BaseModel):
         "order). Later updates are off-policy; the PPO clip bounds them.",
     )
     lora: LoraConfig | None = Field(
-        default_factory=LoraConfig, description="LoRA settings; set to null/None for full fine-tuning."
+        default_factory=LoraConfig,
+        description="LoRA settings ([training.lora]); `lora = false` in TOML (None in Python) for full fine-tuning.",
     )
     micro_batch_tokens: int = Field(
         1024, ge=1, description="Token budget per micro-batch (gradients accumulate across micro-batches). "
@@ -145,6 +146,16 @@ class TrainingConfig(BaseModel):
     gradient_checkpointing: bool = Field(
         False, description="Trade compute for memory (slow on CPU; off by default)."
     )
+
+    @field_validator("lora", mode="before")
+    @classmethod
+    def _lora_false_is_full_finetuning(cls, value: object) -> object:
+        """TOML has no null: ``lora = false`` is how a config file asks for full fine-tuning."""
+        if value is False:
+            return None
+        if value is True:
+            return LoraConfig()
+        return value
 
     # -- experiment trackers ---------------------------------------------------------------------------
     trackers: list[TrackerName] = Field(

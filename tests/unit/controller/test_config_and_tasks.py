@@ -27,6 +27,14 @@ def test_defaults_work_and_paths_resolve_from_the_config_folder(tmp_path: Path) 
     assert cfg.gateway.render_mode == "gateway" and cfg.gateway.port == 0
 
 
+def test_lora_false_in_toml_means_full_finetuning(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, "[training]\nlora = false\n")).training.lora is None
+    assert load_config(write(tmp_path, "[training.lora]\nr = 4\n")).training.lora.r == 4
+    assert load_config(write(tmp_path, "")).training.lora is not None  # LoRA by default
+    with pytest.raises(ConfigError, match="lora"):
+        load_config(write(tmp_path, '[training]\nlora = "yes"\n'))
+
+
 def test_kubernetes_commands_stay_pod_paths_and_templates_resolve(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text("")
     cfg = load_config(write(tmp_path, '[runner]\nkind = "kubernetes"\ncommand = ["python", "agent.py"]\n'

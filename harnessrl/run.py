@@ -178,6 +178,9 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
             summary = TrainSummary(run_id, config.run.steps, baseline, final)
             console.print(f"done in {time.perf_counter() - t0:.0f}s")
             return summary
+        except BaseException:  # an error or Ctrl-C: tracker runs end as failed, not finished
+            stack.close(failed=True)
+            raise
         finally:
             stack.close()
     finally:

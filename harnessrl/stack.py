@@ -107,7 +107,8 @@ class Stack:
         log.info("gateway at %s, engines %s", gateway.url, engines)
         return cls(config, store, gateway, engine, engine_server, trainer, tokenizer)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """Stop the gateway and engine; ``failed``: the run ended on an error (tracker runs say so)."""
         if self._closed:
             return
         self._closed = True
@@ -115,7 +116,7 @@ class Stack:
         if self.engine_server is not None:
             self.engine_server.close()
         if self.trainer is not None:
-            self.trainer.close()
+            self.trainer.close(failed)
 
 
 def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engine: Any, tokenizer: Any,

@@ -37,9 +37,9 @@ class MetricsWriter:
         for tracker in self.trackers:
             self._guard(tracker, "log", tracker.log, step, values)
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         for tracker in self.trackers:
-            self._guard(tracker, "close", tracker.close)
+            self._guard(tracker, "close", tracker.close, failed)
         self.trackers = []
 
     def _guard(self, tracker: Tracker, what: str, fn: Any, *args: Any) -> None:

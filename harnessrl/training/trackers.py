@@ -30,7 +30,8 @@ class Tracker(Protocol):
 
     def log(self, step: int, values: Mapping[str, float]) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, failed: bool = False) -> None:
+        """End the tracker's run; ``failed`` when training stopped on an error (or Ctrl-C)."""
 
 
 def scalars(metrics: Mapping[str, Any]) -> dict[str, float]:
@@ -81,7 +82,7 @@ class TensorBoardTracker:
             self._writer.add_scalar(key, value, step)
         self._writer.flush()
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         self._writer.close()
 
 
@@ -111,8 +112,8 @@ class WandbTracker:
     def log(self, step: int, values: Mapping[str, float]) -> None:
         self._run.log({**values, "step": step})
 
-    def close(self) -> None:
-        self._run.finish()
+    def close(self, failed: bool = False) -> None:
+        self._run.finish(exit_code=1 if failed else 0)
 
 
 class MlflowTracker:
@@ -152,8 +153,8 @@ class MlflowTracker:
         self._client.log_batch(self._run_id, metrics=[
             Metric(re.sub(r"[^\w\-. :/]", "_", k), v, ms, step) for k, v in values.items()])
 
-    def close(self) -> None:
-        self._client.set_terminated(self._run_id)
+    def close(self, failed: bool = False) -> None:
+        self._client.set_terminated(self._run_id, status="FAILED" if failed else "FINISHED")
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

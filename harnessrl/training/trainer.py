@@ -332,6 +332,7 @@ class Trainer:
         self.step_count = int(state["step"])
         self.policy_version = int(state["policy_version"])
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
+        """Close the metrics and trackers; ``failed`` marks the tracker runs as failed, not finished."""
         if self.metrics is not None:
-            self.metrics.close()
+            self.metrics.close(failed)

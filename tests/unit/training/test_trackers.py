@@ -157,3 +157,17 @@ def test_a_missing_tracker_package_fails_at_start_naming_the_extra(tmp_path, mon
 def test_an_unknown_tracker_is_refused_with_the_known_names():
     with pytest.raises(ValidationError, match="'tensorboard', 'wandb' or 'mlflow'"):
         _cfg(["neptune"])
+
+
+def test_a_trainer_closed_after_a_failure_marks_the_mlflow_run_failed(tmp_path, monkeypatch):
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    run_dir = tmp_path / "run"
+    trainer = Trainer(tiny_llama(), _cfg(["mlflow"]), run_dir=run_dir, run_id="crashed-run")
+    trainer.step(_batch())
+    trainer.close(failed=True)
+    client = MlflowClient(tracking_uri=f"sqlite:///{run_dir / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("harnessrl").experiment_id])
+    assert run.info.status == "FAILED"

@@ -14,6 +14,7 @@ Task choice per step is a pure function of ``(seed, step)`` so the resumed step 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import random
@@ -164,6 +165,10 @@ class Controller:
             outcome = await score_attempt(spec, result, self.store, self.config.rewards)
             rollout = await asyncio.to_thread(close_rollout, self.store, result, outcome)
             await self.runner.release(result)
+        except asyncio.CancelledError:  # Ctrl-C or shutdown: the runner stopped the harness; say so now
+            with contextlib.suppress(Exception):  # not "running" until the next resume finds it
+                self._fail_infra(rid, "controller interrupted while this attempt was in flight")
+            raise
         except Exception as exc:  # a bug or infra problem: never let one attempt sink the step
             log.exception("attempt %s failed in the controller", rid)
             rollout = self._fail_infra(rid, f"controller error: {type(exc).__name__}: {exc}")

@@ -268,3 +268,8 @@ def test_ctrl_c_stops_harnesses_and_says_how_to_resume(tmp_path: Path) -> None:
     except ProcessLookupError:
         alive = False
     assert not alive, "the hanging harness outlived the controller"
+    store = open_store(config.store_url)
+    after = store.get_rollout(hang.id)
+    store.close()
+    assert after.status == RolloutStatus.FAILED and after.failure_kind == FailureKind.INFRA
+    assert "interrupted" in (after.error or "")

@@ -166,9 +166,9 @@ class Trainer:
                 norms.append(self._optimizer_step())
         self.dist.all_reduce_sums(sums, _SUM_KEYS)
         t2 = time.perf_counter()
+        # Nothing trainable (e.g. every group had zero variance) means no update, but the step still counts
+        # so that step numbers stay aligned with the controller's.
         self.step_count += 1
-        # Nothing trainable (e.g. every group had zero variance): no update, but the step still counts so
-        # step numbers stay aligned with the controller's.
         metrics = self._metrics(tb, samples, sums, sum(map(len, minis)), norms, updates)
         metrics.update({"time/prepare_s": t1 - t0, "time/forward_backward_s": t2 - t1 - ref_time,
                         "time/reference_s": ref_time, "time/step_s": t2 - t0,

@@ -46,6 +46,26 @@ def search(query: str, k: int = 1) -> str:
     return "\n".join(KB[i] for i in best if scores[i] > 0) or "No results."
 
 
+def query_of(call) -> str:
+    """The search query of a tool call (its raw arguments when they are not a JSON object)."""
+    try:
+        return str(json.loads(call.function.arguments).get("query", ""))
+    except (json.JSONDecodeError, AttributeError):
+        return call.function.arguments or ""
+
+
+def final_answer(client: OpenAI, messages: list[dict]) -> str:
+    """Ask for the answer once the search results are in the conversation; answer.txt is what is scored."""
+    final = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS, max_tokens=16)
+    return (final.choices[0].message.content or "").strip()
+
+
+def submit(answer: str) -> int:
+    Path("answer.txt").write_text(answer)
+    print(answer)
+    return 0
+
+
 def main() -> int:
     question = os.environ.get("HARNESSRL_TASK_QUESTION") or sys.argv[1]
     client = OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY from the environment
@@ -57,10 +77,7 @@ def main() -> int:
     msg = first.choices[0].message
     if msg.tool_calls:
         call = msg.tool_calls[0]
-        try:
-            query = str(json.loads(call.function.arguments).get("query", ""))
-        except (json.JSONDecodeError, AttributeError):
-            query = call.function.arguments or ""
+        query = query_of(call)
         messages.append({"role": "assistant", "content": msg.content or "",
                          "tool_calls": [tc.model_dump() for tc in msg.tool_calls[:1]]})
         messages.append({"role": "tool", "tool_call_id": call.id, "content": search(query)})
@@ -69,11 +86,7 @@ def main() -> int:
         messages.append({"role": "assistant", "content": msg.content or ""})
         messages.append({"role": "user", "content": "Search results:\n" + search(question)
                          + "\nReply with only the name."})
-    final = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=TOOLS, max_tokens=16)
-    answer = (final.choices[0].message.content or "").strip()
-    Path("answer.txt").write_text(answer)
-    print(answer)
-    return 0
+    return submit(final_answer(client, messages))
 
 
 if __name__ == "__main__":

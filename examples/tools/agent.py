@@ -64,20 +64,10 @@ def main() -> int:
     call = next((c for c in msg.tool_calls or [] if c.function.name == "search"), None)
     post_reward("used_tool", 1.0 if call else 0.0)
     if call is None:
-        answer = (msg.content or "").strip()  # no search, so no facts: a guess
-    else:
-        try:
-            query = str(json.loads(call.function.arguments).get("query", ""))
-        except (json.JSONDecodeError, AttributeError):
-            query = call.function.arguments or ""
-        messages.append({"role": "assistant", "content": msg.content or "", "tool_calls": [call.model_dump()]})
-        messages.append({"role": "tool", "tool_call_id": call.id, "content": demo.search(query)})
-        final = client.chat.completions.create(model="gpt-4o-mini", messages=messages, tools=demo.TOOLS,
-                                               max_tokens=16)
-        answer = (final.choices[0].message.content or "").strip()
-    Path("answer.txt").write_text(answer)
-    print(answer)
-    return 0
+        return demo.submit((msg.content or "").strip())  # no search, so no facts: a guess
+    messages.append({"role": "assistant", "content": msg.content or "", "tool_calls": [call.model_dump()]})
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": demo.search(demo.query_of(call))})
+    return demo.submit(demo.final_answer(client, messages))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ if importlib.util.find_spec("minisweagent") is None or shutil.which(
         "mini", path=str(Path(sys.executable).parent)) is None:
     pytest.skip("mini-swe-agent is not installed: pip install -e '.[harnesses]'", allow_module_level=True)
 
-SWE = Path(__file__).resolve().parents[3] / "examples" / "swe"
+from ._tasks import SWE, swe_task  # noqa: E402
+
 sys.path.insert(0, str(SWE))
 from fidelity import report  # noqa: E402
 
@@ -36,10 +37,7 @@ STEP_LIMIT = 3
 
 
 def write_config(tmp_path: Path, task: str = "slugify", attempts: int = 1) -> Path:
-    record = next(json.loads(line) for name in ("train.jsonl", "eval.jsonl")
-                  for line in (SWE / "tasks" / name).read_text().splitlines() if f'"swe-{task}"' in line)
-    for key in ("workspace", "hidden_dir"):
-        record[key] = str(SWE / "tasks" / record[key])
+    record = swe_task(f"swe-{task}")
     (tmp_path / "tasks.jsonl").write_text(json.dumps(record) + "\n")
     cfg = tmp_path / "config.toml"
     cfg.write_text(f"""

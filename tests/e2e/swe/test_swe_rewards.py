@@ -13,19 +13,17 @@ from harnessrl.run import run_collect
 from harnessrl.store import open_store
 from harnessrl.types import FailureKind, RolloutStatus
 
+from ._tasks import SWE, swe_task
+
 HERE = Path(__file__).resolve().parent
-SWE = HERE.parents[2] / "examples" / "swe"
 
 
 def test_fix_nothing_and_tampering_are_scored(tmp_path: Path) -> None:
-    base = json.loads((SWE / "tasks" / "train.jsonl").read_text().splitlines()[0])
-    assert base["id"] == "swe-slugify"
+    base = swe_task("swe-slugify")
     lines = []
     for mode in ("fix", "nothing", "tamper", "hidden"):
         lines.append(json.dumps({
-            **base, "id": f"{mode}", "input": {"mode": mode, "solution": str(SWE / "tasks/slugify/solution")},
-            "workspace": str(SWE / "tasks" / base["workspace"]),
-            "hidden_dir": str(SWE / "tasks" / base["hidden_dir"])}))
+            **base, "id": f"{mode}", "input": {"mode": mode, "solution": str(SWE / "tasks/slugify/solution")}}))
     (tmp_path / "tasks.jsonl").write_text("\n".join(lines) + "\n")
     cfg = tmp_path / "config.toml"
     cfg.write_text(f"""

@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/ -> `fakes
 from fakes.fake_engine import EngineServer  # noqa: E402
 from fakes.scripted_engine import ScriptedEngine  # noqa: E402
 
-SWE = Path(__file__).resolve().parents[3] / "examples" / "swe"
+from ._tasks import SWE, swe_task  # noqa: E402
+
 FIX = "sed -i 's/words = title.split(\" \")/words = title.lower().split()/' textkit.py"
 SCRIPT = [
     {"tool": "bash", "arguments": {"command": "cat textkit.py"}},
@@ -48,10 +49,7 @@ def engine() -> Iterator[EngineServer]:
 
 
 def test_mini_fixes_the_bug_through_the_gateway(tmp_path: Path, engine: EngineServer) -> None:
-    record = json.loads((SWE / "tasks" / "train.jsonl").read_text().splitlines()[0])
-    assert record["id"] == "swe-slugify"
-    for key in ("workspace", "hidden_dir"):
-        record[key] = str(SWE / "tasks" / record[key])
+    record = swe_task("swe-slugify")
     (tmp_path / "tasks.jsonl").write_text(json.dumps(record) + "\n")
     cfg = tmp_path / "config.toml"
     cfg.write_text(f"""

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs the production coding CLIs that tests/e2e/clis drives through the gateway, at pinned versions,
+# into ./.clis (gitignored), from the npm registry only. Idempotent: a second run with the same pins
+# only checks. Why npm and not the vendors' install scripts: those download binaries from elsewhere;
+# every CLI here ships its native binary as an optional npm platform package, so npm is enough.
+# node/npm come from Debian when missing (the CLIs' own `engines` field asks for node >= 22 for Claude
+# Code, but its wrapper only execs the native binary, which node 18+ runs fine).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CLAUDE_CODE_VERSION=2.1.332
+CODEX_VERSION=0.171.0
+OPENCODE_VERSION=1.18.33
+# OpenCode loads its provider package at run time and would `bun install` it from the registry in
+# every fresh HOME: installed here once, and the examples point OpenCode's config at this copy.
+OPENAI_COMPATIBLE_VERSION=3.0.92
+PINS="@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION @openai/codex@$CODEX_VERSION opencode-ai@$OPENCODE_VERSION @ai-sdk/openai-compatible@$OPENAI_COMPATIBLE_VERSION"
+
+if ! command -v npm >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+  else
+    echo "clis.sh: npm is missing; install Debian's nodejs and npm (apt-get install -y nodejs npm)" >&2
+    exit 1
+  fi
+fi
+
+mkdir -p .clis
+if [ -f .clis/pins ] && [ "$(cat .clis/pins)" = "$PINS" ] && [ -x .clis/node_modules/.bin/claude ] \
+   && [ -x .clis/node_modules/.bin/codex ] && [ -x .clis/node_modules/.bin/opencode ]; then
+  echo "clis installed (.clis): $PINS"
+  exit 0
+fi
+[ -f .clis/package.json ] || echo '{"name": "harnessrl-clis", "private": true}' > .clis/package.json
+# --include=optional: the native binaries are optional platform packages; --ignore-scripts is not used
+# because no postinstall here downloads anything (they only link the platform package).
+npm install --prefix .clis --save-exact --no-audit --no-fund --loglevel=error --include=optional \
+  --engine-strict=false $PINS
+for bin in claude codex opencode; do
+  [ -x ".clis/node_modules/.bin/$bin" ] || { echo "clis.sh: $bin did not install" >&2; exit 1; }
+done
+echo "$PINS" > .clis/pins
+echo "clis installed (.clis): $PINS"

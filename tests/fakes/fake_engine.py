@@ -76,6 +76,10 @@ class FakeEngine:
         self.count = 0
 
     # -- generation -----------------------------------------------------------------------------------
+    def render(self, messages: list[dict]) -> list[int]:
+        """The prompt's token ids (a subclass may render more compactly)."""
+        return render_chat(messages)
+
     def generate(self, prompt: list[int], body: dict, index: int) -> tuple[list[int], str, dict | None]:
         """(token ids, finish_reason, tool call or None) for one choice."""
         seed = zlib.crc32(bytes(t & 0xFF for t in prompt[-512:])) + 7919 * index + len(prompt)
@@ -134,7 +138,7 @@ class FakeEngine:
         if path == "/v1/chat/completions":
             if not isinstance(body.get("messages"), list):
                 return await _json(send, _err("messages required", 400), 400)
-            prompt = render_chat(body["messages"])
+            prompt = self.render(body["messages"])
             chat = True
         elif path == "/v1/completions":
             p = body.get("prompt")

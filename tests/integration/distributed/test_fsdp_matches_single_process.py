@@ -51,12 +51,38 @@ def _assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> Non
         torch.testing.assert_close(b[name], a[name], rtol=1e-5, atol=1e-6, msg=name)
 
 
+LR, ADAM_EPS = 1e-2, 1e-8  # harnessrl.training.distributed's trainer: lr=1e-2, torch's AdamW eps
+
+
+def _assert_weights_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], grads_a: dict, grads_b: dict,
+                          steps: int) -> None:
+    """Weights after ``steps`` Adam steps agree up to what the two runs' gradient difference explains.
+
+    Why not a flat tolerance: Adam's update lr*g/(|g|+eps) has slope lr*eps/(|g|+eps)^2 in g, 1.4e5 at
+    g ~ 1.7e-8 with lr 1e-2. The all-reduce sums gradients in another order than one process, so a
+    rounding difference of 3e-11 in such a gradient moves the weight by 4e-6, on some CPUs and not others.
+    The allowance is that slope times the measured gradient difference (x2 per step for the linearization),
+    so it vanishes wherever the gradients are equal or large.
+    """
+    assert sorted(a) == sorted(b)
+    for name in a:
+        ga, gb = grads_a[name], grads_b[name]
+        g = torch.minimum(ga.abs(), gb.abs())
+        adam = 2 * steps * LR * ADAM_EPS / (g + ADAM_EPS) ** 2 * (ga - gb).abs()
+        allowed = 1e-6 + 1e-5 * a[name].abs() + adam
+        excess = (b[name] - a[name]).abs() / allowed
+        worst = int(excess.argmax())
+        assert float(excess.max()) <= 1.0, (
+            f"{name}: |diff| {float((b[name] - a[name]).abs().flatten()[worst]):.3g} > allowed "
+            f"{float(allowed.flatten()[worst]):.3g} (grads {float(ga.flatten()[worst]):.3g} vs {float(gb.flatten()[worst]):.3g})")
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_gradients_and_weights_match_single_process(runs, variant):
     one, two = _load(runs, "single", variant), _load(runs, "multi", variant)
     assert one["grads"] and any(float(g.abs().max()) > 1e-4 for g in one["grads"].values())  # a real step
     _assert_close(one["grads"], two["grads"])
-    _assert_close(one["weights"], two["weights"])
+    _assert_weights_close(one["weights"], two["weights"], one["grads"], two["grads"], steps=1)
     if variant == "ppo":
         assert one["metrics"]["updates"] == 4 == two["metrics"]["updates"]  # 2 mini-batches x 2 epochs
     else:
@@ -70,10 +96,13 @@ def test_checkpoint_resume_and_publish_match_single_process(runs, variant):
     one, two = _load(runs, "single", variant), _load(runs, "multi", variant)
     changed = max(float((one["resumed_weights"][n] - one["weights"][n]).abs().max()) for n in one["weights"])
     assert changed > 1e-4  # the resumed step moved the weights (Adam state restored, not reset)
-    _assert_close(one["resumed_weights"], two["resumed_weights"])
+    _assert_weights_close(one["resumed_weights"], two["resumed_weights"], one["grads"], two["grads"], steps=2)
     name = PUBLISHED[variant]
-    _assert_close(load_file(str(runs["single"] / variant / "publish" / "v000001" / name)),
-                  load_file(str(runs["multi"] / variant / "publish" / "v000001" / name)))
+    published = [load_file(str(runs[which] / variant / "publish" / "v000001" / name)) for which in ("single", "multi")]
+    if variant == "full":  # the whole model: the trained tensors carry step 1's Adam allowance
+        _assert_weights_close(*published, one["grads"], two["grads"], steps=1)
+    else:
+        _assert_close(*published)
 
 
 def test_only_rank_zero_writes_metrics(runs):

@@ -127,6 +127,9 @@ class Run:
     name: str
     config: dict[str, Any]
     created_at: float
+    #: When the run said it is done (``harnessrl train``/``collect`` returned); None while it may go on.
+    #: Retention keeps every call of a run that has not ended, whatever its age.
+    ended_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +161,8 @@ class Rollout:
     started_at: float | None = None
     finished_at: float | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: When retention deleted its calls' text and token arrays and its logs (``harnessrl purge``).
+    purged_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +191,9 @@ class Call:
     fidelity: Fidelity | None = None
     fidelity_reason: str | None = None
     created_at: float = 0.0
+    #: Set when retention deleted this call's request, response and token arrays: they read as empty
+    #: (``choices`` keep only their finish reasons) and every reader says "purged" instead.
+    purged_at: float | None = None
 
     @property
     def completion_token_ids(self) -> list[int]:

@@ -1,12 +1,15 @@
 """mini-swe-agent (PyPI, unmodified, its own CLI) on a swe task, end to end: ``harnessrl collect`` then one
-``harnessrl train`` step, through the real controller, local runner, gateway (render mode "gateway"),
-embedded engine, verifier and trainer.
+``harnessrl train`` step on a group of two attempts, through the real controller, local runner, gateway
+(render mode "gateway"), embedded engine, verifier and trainer; the update must move the weights.
 
 The policy is the tiny random model (``model = "tiny"``), not SmolLM2: on this CPU a SmolLM2 call with
 mini's ~1,100-token prompt takes tens of seconds to minutes, the tiny one well under a second, and the
 plumbing under test is the same. The tiny model never produces a valid tool call, so mini answers each
 call with its format-error message (dropping the failed reply from its history) and gives up after three
 in a row (``RepeatedFormatError``) or at its step limit: every rollout has ``STEP_LIMIT`` = 3 calls.
+Both attempts of the training group would score 0, and a group with equal rewards is dropped (no
+gradient), so the training run scores with ``ranked_verify.py``: the real verifier plus 1.0 for the first
+attempt verified.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from safetensors.torch import load_file
 
 from harnessrl.config import load_config
+from harnessrl.controller import rollout_reward
 from harnessrl.run import run_collect, run_train
 from harnessrl.store import open_store
 from harnessrl.types import FailureKind, TaskSplit
@@ -36,7 +41,9 @@ from fidelity import report  # noqa: E402
 STEP_LIMIT = 3
 
 
-def write_config(tmp_path: Path, task: str = "slugify", attempts: int = 1) -> Path:
+def write_config(tmp_path: Path, task: str = "slugify", attempts: int = 1,
+                 verifier: Path = SWE / "verify.py") -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     record = swe_task(f"swe-{task}")
     (tmp_path / "tasks.jsonl").write_text(json.dumps(record) + "\n")
     cfg = tmp_path / "config.toml"
@@ -65,7 +72,8 @@ keep_workdirs = "all"
 [runner.env]
 SWE_STEP_LIMIT = "{STEP_LIMIT}"
 [rewards]
-verifier = ["{sys.executable}", "{SWE / 'verify.py'}"]
+verifier = ["{sys.executable}", "{verifier}"]
+verifier_env = {{ RANKED_VERIFY_DIR = "{tmp_path}" }}
 [training]
 lr = 1e-3
 [training.lora]
@@ -112,11 +120,29 @@ def test_mini_swe_agent_collect_and_train(tmp_path: Path) -> None:
     print("\ncollect:", *rep.lines(), sep="\n  ")
     assert rep.calls_with_tokens == rep.calls == STEP_LIMIT
 
+    # training: its own run, a group of two attempts of the train task (ranked_verify: rewards 1 and 0)
+    cfg = write_config(tmp_path / "train", attempts=2, verifier=Path(__file__).with_name("ranked_verify.py"))
+    cfg.write_text(cfg.read_text().replace('train = "tasks.jsonl"\n', 'train = "train.jsonl"\n'))
+    rec = json.loads((tmp_path / "train" / "tasks.jsonl").read_text())
+    (tmp_path / "train" / "train.jsonl").write_text(json.dumps({**rec, "id": rec["id"] + "-train"}) + "\n")
+    config = load_config(cfg)
+    store.close()
     summary = run_train(config)
+    store = open_store(config.store_url)
     rep = report(store, summary.run_id)
     print("train:", *rep.lines(), sep="\n  ")
     assert [v.version for v in store.list_policy_versions(summary.run_id)] == [1]
-    assert (config.run_dir / "checkpoints" / "step_000001").is_dir()
+    checkpoint = config.run_dir / "checkpoints" / "step_000001"
+    assert checkpoint.is_dir()
     train = [r for r in store.list_rollouts(run_id=summary.run_id) if r.metadata.get("split") == "train"]
-    assert len(train) == 1 and len(store.get_calls(train[0].id)) == STEP_LIMIT
+    assert len(train) == 2 and {r.group_id for r in train} == {train[0].group_id}
+    assert all(len(store.get_calls(r.id)) == STEP_LIMIT for r in train)
+    assert sorted(rollout_reward(store, r.id) for r in train) == [0.0, 1.0]
+    (metrics,) = [json.loads(line) for line in (config.run_dir / "metrics.jsonl").read_text().splitlines()
+                  if "grad_norm" in line]
+    assert metrics["samples/rollouts"] == 2 and metrics["grad_norm"] > 0, metrics
+    # LoRA's B matrices start at zero and only a gradient moves them (weight decay keeps zero at zero)
+    weights = load_file(str(checkpoint / "trainable.safetensors"))
+    lora_b = [t for name, t in weights.items() if "lora_B" in name]
+    assert lora_b and any(t.abs().max().item() > 0 for t in lora_b)
     store.close()

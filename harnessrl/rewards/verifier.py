@@ -1,5 +1,10 @@
 """The verifier: a command run after the harness exits, in the same working directory, printing a reward.
 
+When the harness ran sandboxed (``AttemptResult.sandbox``), so does the verifier: the workspace (now with
+the hidden files) read-write, its input files read-only, and no network at all. Every process of the
+harness is gone by then (the sandbox's PID namespace died with it), so none can watch the hidden files
+arrive.
+
 Contract for verifier authors: exit 0 and print the reward as a number on the last line of stdout.
 Anything else (non-zero exit, timeout, no number, NaN) is a ``VerifierError``: by default the rollout
 becomes an infra failure, because a broken verifier says nothing about the agent.
@@ -24,6 +29,7 @@ from pathlib import Path
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.runners.env import base_env, task_input_env
 from harnessrl.runners.process import ProcessStartError, describe_exit, run_process
+from harnessrl.runners.sandbox import Sandbox, sandbox_env
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.runners.workspace import WorkspaceError, copy_into
 
@@ -107,9 +113,14 @@ async def run_verifier(
         HARNESSRL_TIMED_OUT="1" if result.timed_out else "0",
         HARNESSRL_HIDDEN_DIR=str(hidden_dest),
     )
+    argv: Sequence[str] = command
+    if result.sandbox is not None:  # the same sandbox as the harness, without the gateway: no network
+        env = sandbox_env(env)
+        argv = result.sandbox.argv(command, workdir=result.workdir, read_only=[Path(file_env[
+            "HARNESSRL_TASK_INPUT_FILE"]).parent], home=env.get("HOME"))
     try:
         out = await run_process(
-            command,
+            argv,
             cwd=result.workdir,
             env=env,
             timeout_s=config.verifier_timeout_s,
@@ -121,9 +132,10 @@ async def run_verifier(
     output = f"--- verifier stdout ---\n{out.stdout}\n--- verifier stderr ---\n{out.stderr}\n"
     if out.timed_out:
         raise VerifierError(f"verifier ran past its timeout of {config.verifier_timeout_s:g}s")
-    if out.exit_code != 0:
+    exit_code = out.exit_code if result.sandbox is None else Sandbox.exit_code(out.exit_code)
+    if exit_code != 0:
         tail = out.stderr.strip()[-500:]
         raise VerifierError(
-            f"verifier {describe_exit(out.exit_code)}" + (f"; stderr ends: {tail}" if tail else "")
+            f"verifier {describe_exit(exit_code)}" + (f"; stderr ends: {tail}" if tail else "")
         )
     return VerifierRun(value=parse_reward(out.stdout), output=output)

@@ -5,6 +5,7 @@ See ``base.py`` for the controller-facing flow and ``spec.py`` for the failure p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from harnessrl.runners.base import OnStart, Runner, RunnerError
@@ -26,16 +27,21 @@ __all__ = [
 
 
 def make_runner(
-    config: RunnerConfig, workdir_root: Path | str | None = None, *, run_id: str = "default"
+    config: RunnerConfig,
+    workdir_root: Path | str | None = None,
+    *,
+    run_id: str = "default",
+    hide: Sequence[Path | str] = (),
 ) -> Runner:
     """The runner for ``config.kind``; attempt directories go under ``workdir_root`` (local only).
 
     ``run_id`` labels the Kubernetes Jobs of this run (the runner watches and re-attaches by it).
+    ``hide``: paths a sandboxed local attempt must not see (run directory, store, task files, hidden tests).
     """
     if config.kind == "local":
         from harnessrl.runners.local import LocalRunner
 
-        return LocalRunner(config, workdir_root)
+        return LocalRunner(config, workdir_root, hide=hide)
     if config.kind == "kubernetes":
         from harnessrl.runners.kubernetes import KubernetesRunner
 

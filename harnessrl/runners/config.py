@@ -190,6 +190,18 @@ class RunnerConfig(BaseModel):
         description="Task input values longer than this are left out of the environment (the kernel refuses "
         "exec with huge variables); the JSON file always has them.",
     )
+    sandbox: Literal["auto", "bubblewrap", "none"] = Field(
+        "auto",
+        description="Local attempts and verifiers in a bubblewrap sandbox: their workspace read-write, the "
+        "system read-only, private /tmp, no network but the gateway, no view of the store, run directory, "
+        "other attempts or hidden files (docs/security.md). `auto`: bubblewrap when `bwrap` is installed "
+        "and works here, else none with a warning; `bubblewrap`: refuse to start without it.",
+    )
+    sandbox_read_only: list[str] = Field(
+        default_factory=list,
+        description="More paths a sandboxed attempt may read (e.g. a tool installed under /opt); the venv, "
+        "harnessrl and the folders of the command's absolute file arguments are always readable.",
+    )
     kubernetes: KubernetesConfig = Field(
         default_factory=KubernetesConfig, description='Settings of `kind = "kubernetes"`.'
     )

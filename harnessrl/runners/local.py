@@ -1,8 +1,10 @@
 """The local runner: one subprocess per attempt, in its own directory and process group.
 
-Not a sandbox: the harness runs as the same user as harnessrl and could read anything that user can
-(including the task's hidden files on disk). It contains accidents (crash, hang, output floods,
-leftover children, an edited test file); isolation from a hostile agent needs the Kubernetes runner.
+With ``[runner] sandbox`` resolving to bubblewrap (the default where ``bwrap`` is installed) each attempt
+runs in its own namespaces and sees only what ``harnessrl.runners.sandbox`` allows: its workspace, the
+system and the venv read-only, the gateway and nothing else of the network. Without it the harness runs
+as the same user as harnessrl and can read anything that user can: the runner then only contains
+accidents (crash, hang, output floods, leftover children, an edited test file). See docs/security.md.
 """
 
 from __future__ import annotations
@@ -11,12 +13,22 @@ import asyncio
 import logging
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from harnessrl.runners.base import OnStart, Runner, RunnerError
 from harnessrl.runners.config import RunnerConfig
 from harnessrl.runners.env import TASK_INPUT_FILE_VAR, base_env, task_input_env
+from harnessrl.runners.preflight import CommandNotFound, check_command
 from harnessrl.runners.process import ProcessStartError, describe_exit, run_process
+from harnessrl.runners.sandbox import (
+    GatewayBridge,
+    Sandbox,
+    gateway_port,
+    python_paths,
+    resolve_bwrap,
+    sandbox_env,
+)
 from harnessrl.runners.spec import AttemptResult, AttemptSpec, unfinished_result
 from harnessrl.runners.workspace import WorkspaceError, checksum_globs, prepare_attempt_dir
 from harnessrl.types import FailureKind, RolloutStatus
@@ -27,9 +39,24 @@ logger = logging.getLogger(__name__)
 class LocalRunner(Runner):
     """Runs attempts as child processes of this process. ``workdir_root`` defaults to the config's."""
 
-    def __init__(self, config: RunnerConfig, workdir_root: Path | str | None = None) -> None:
+    def __init__(
+        self, config: RunnerConfig, workdir_root: Path | str | None = None, *, hide: Sequence[Path | str] = ()
+    ) -> None:
+        """``hide``: paths no attempt may see even inside a readable folder (run directory, store, task
+        files, hidden tests); the attempts root is always hidden. Raises ``SandboxUnavailable`` when
+        ``sandbox = "bubblewrap"`` cannot work here."""
         self.config = config
         self.workdir_root = Path(workdir_root if workdir_root is not None else config.workdir_root).resolve()
+        bwrap = resolve_bwrap(config.sandbox)
+        self.sandbox: Sandbox | None = None
+        if bwrap is not None:
+            self.sandbox = Sandbox(
+                bwrap=bwrap,
+                read_only=(*python_paths(), *(Path(p) for p in config.sandbox_read_only)),
+                hide=(self.workdir_root, *(Path(p) for p in hide)),
+            )
+            logger.info("attempts and verifiers run in a bubblewrap sandbox (%s): workspace read-write, "
+                        "system read-only, network: the gateway only", bwrap)
         self._slots = asyncio.Semaphore(config.concurrency)
         self._cancels: dict[str, asyncio.Event] = {}
 
@@ -108,10 +135,15 @@ class LocalRunner(Runner):
             if on_start is not None:
                 on_start(handle)
 
-        common = {"attempt_dir": attempt_dir, "workdir": workdir, "protected_sha256": protected}
+        common = {"attempt_dir": attempt_dir, "workdir": workdir, "protected_sha256": protected,
+                  "sandbox": self.sandbox}
+        bridge: GatewayBridge | None = None
         try:
+            argv: Sequence[str] = spec.command
+            if self.sandbox is not None:
+                argv, env, bridge = await self._sandboxed(spec, workdir, input_file, env)
             out = await run_process(
-                spec.command,
+                argv,
                 cwd=workdir,
                 env=env,
                 timeout_s=spec.timeout_s,
@@ -132,34 +164,38 @@ class LocalRunner(Runner):
                 started=started,
                 **common,
             )
+        finally:
+            if bridge is not None:
+                await bridge.aclose()
 
+        exit_code = out.exit_code if self.sandbox is None else Sandbox.exit_code(out.exit_code)
         await asyncio.to_thread(_write_tails, attempt_dir, out.stdout, out.stderr)
         if out.cancelled:
             status, kind, reason = RolloutStatus.CANCELLED, FailureKind.INFRA, "cancelled by the controller"
         elif out.timed_out:
             status, kind = RolloutStatus.TIMED_OUT, FailureKind.AGENT
             reason = f"harness ran past its timeout of {spec.timeout_s:g}s; its process group was killed"
-        elif out.exit_code == 0:
+        elif exit_code == 0:
             status, kind, reason = RolloutStatus.SUCCEEDED, None, None
         else:
             status, kind, reason = (
                 RolloutStatus.FAILED,
                 FailureKind.AGENT,
-                f"harness {describe_exit(out.exit_code)}",
+                f"harness {describe_exit(exit_code)}",
             )
         logger.debug(
             "rollout %s: %s in %.2fs (%s)",
             spec.rollout_id,
             status,
             out.duration_s,
-            describe_exit(out.exit_code),
+            describe_exit(exit_code),
         )
         return AttemptResult(
             rollout_id=spec.rollout_id,
             status=status,
             failure_kind=kind,
             reason=reason,
-            exit_code=out.exit_code,
+            exit_code=exit_code,
             timed_out=out.timed_out,
             stdout=out.stdout,
             stderr=out.stderr,
@@ -169,6 +205,28 @@ class LocalRunner(Runner):
             handle=handle,
             **common,
         )
+
+    async def _sandboxed(
+        self, spec: AttemptSpec, workdir: Path, input_file: Path, env: dict[str, str]
+    ) -> tuple[list[str], dict[str, str], GatewayBridge | None]:
+        """The bwrap command line, the environment inside, and the relay to the gateway (started)."""
+        assert self.sandbox is not None
+        try:  # inside the sandbox a missing program is exit 127: say it here, as an infra failure
+            program = spec.command[0]
+            if "/" in program and not program.startswith("/"):
+                program = str(workdir / program)
+            check_command([program], env, "the harness command")
+        except CommandNotFound as exc:
+            raise ProcessStartError(f"could not start {spec.command[0]!r} in {workdir}: {exc}") from None
+        bridge, relay = None, None
+        gateway = gateway_port(spec.env)
+        if gateway is not None:
+            bridge = GatewayBridge(*gateway)
+            relay = (gateway[1], await bridge.start())
+        hidden = [spec.assets.hidden_dir] if spec.assets.hidden_dir is not None else []
+        argv = self.sandbox.argv(spec.command, workdir=workdir, read_only=[input_file], hide=hidden,
+                                 home=env.get("HOME"), relay=relay)
+        return argv, sandbox_env(env), bridge
 
     async def release(self, result: AttemptResult) -> None:
         keep = self.config.keep_workdirs

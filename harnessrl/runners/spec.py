@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 from harnessrl.runners.config import RunnerConfig
+from harnessrl.runners.sandbox import Sandbox
 from harnessrl.types import FailureKind, RolloutStatus
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,8 @@ class AttemptResult:
     workdir: Path | None
     handle: str | None = None
     protected_sha256: Mapping[str, str] = field(default_factory=dict)
+    #: The sandbox the harness ran in; the verifier runs in the same one (None: unsandboxed).
+    sandbox: Sandbox | None = None
 
     def logs(self) -> str:
         """Both tails in one text, as stored with the rollout."""
@@ -182,6 +185,7 @@ def unfinished_result(
     workdir: Path | None = None,
     protected_sha256: dict[str, str] | None = None,
     handle: str | None = None,
+    sandbox: Sandbox | None = None,
 ) -> AttemptResult:
     """A result for an attempt whose harness never ran to its end (start failure, cancel, lost Job)."""
     if kind is FailureKind.INFRA:
@@ -202,4 +206,5 @@ def unfinished_result(
         workdir=workdir,
         handle=handle,
         protected_sha256=protected_sha256 or {},
+        sandbox=sandbox,
     )

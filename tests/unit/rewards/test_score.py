@@ -300,7 +300,8 @@ def test_reward_config_rejects_unknown_keys() -> None:
 
 def test_deleting_the_workspace_is_a_zero_not_an_escape(tmp_path: Path, store: Store) -> None:
     harness = "import os, shutil; d = os.getcwd(); os.chdir('/'); shutil.rmtree(os.path.dirname(d))"
-    spec, result = attempt(tmp_path, store, harness)
+    # Unsandboxed the harness can remove its attempt directory (in a sandbox it cannot even see it).
+    spec, result = attempt(tmp_path, store, harness, sandbox="none")
     assert result.status is RolloutStatus.SUCCEEDED and not result.attempt_dir.exists()
     outcome = score(spec, result, store, verifier=[PY, "-c", "print(1)"])
     assert outcome.value == 0.0 and outcome.failure_kind is FailureKind.AGENT

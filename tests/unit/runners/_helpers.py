@@ -41,6 +41,31 @@ def wait_dead(pid: int, timeout_s: float = 5.0) -> bool:
     return pid_dead(pid)
 
 
+def processes_with(marker: str) -> list[int]:
+    """Live (not zombie) processes whose command line holds ``marker``, seen from outside any sandbox."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and not pid_dead(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+def wait_gone(marker: str, timeout_s: float = 5.0) -> bool:
+    """True once no live process's command line holds ``marker`` (e.g. the test's own tmp path)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not processes_with(marker):
+            return True
+        time.sleep(0.02)
+    return not processes_with(marker)
+
+
 def wait_file(path: Path, timeout_s: float = 10.0) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

@@ -122,9 +122,18 @@ class Controller:
     # -- plumbing -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Controller:
         self.runner = make_runner(self.config.runner, self.config.run_dir / self.config.runner.workdir_root,
-                                  run_id=self.run_id)
+                                  run_id=self.run_id, hide=self._hidden_from_attempts())
         self.admin = AdminClient(self.stack.gateway_url, self.stack.admin_token)
         return self
+
+    def _hidden_from_attempts(self) -> list[Path]:
+        """What a sandboxed attempt must not see even beside its command: run dir, store, tasks, hidden tests."""
+        cfg = self.config
+        paths = [cfg.run_dir, *(p for p in (cfg.resolve(cfg.tasks.train), cfg.resolve(cfg.tasks.eval)) if p)]
+        if cfg.store_url.startswith("sqlite:///"):
+            paths.append(Path(cfg.store_url.removeprefix("sqlite:///")))
+        paths += [t.assets.hidden_dir for ts in self.tasks.values() for t in ts if t.assets.hidden_dir]
+        return paths
 
     async def __aexit__(self, *exc: object) -> None:
         if self.runner is not None:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnessrl.store.retention import PurgeCounts
 from harnessrl.types import (
     ApiKind,
     Call,
@@ -200,6 +201,28 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def list_policy_versions(self, run_id: str | None = None) -> list[PolicyVersion]: ...
+
+    # -- retention ------------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def end_run(self, run_id: str, ended: bool = True) -> Run:
+        """Say that a run is done (its calls may now be purged) or, ``ended=False``, that it goes on."""
+
+    @abc.abstractmethod
+    def purge(
+        self,
+        *,
+        finished_before: float,
+        run_ids: Sequence[str | None] | None = None,
+        dry_run: bool = True,
+        batch_rollouts: int = 100,
+    ) -> PurgeCounts:
+        """Empty the calls (text, token arrays) and logs of every rollout that finished before
+        ``finished_before`` and whose run has ended; ``run_ids`` limits it to those runs (``None`` in it:
+        rollouts without a run). ``dry_run`` only counts. Rules: ``retention.py``."""
+
+    def reclaim_space(self, full: bool = False) -> str:
+        """Give freed space back to the file system where the database can; says what it did."""
+        return ""
 
     # -- housekeeping ---------------------------------------------------------------------------------
     @abc.abstractmethod

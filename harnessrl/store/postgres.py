@@ -85,6 +85,7 @@ class PostgresStore(SqlStore):
     LOCK_ROWS = " FOR NO KEY UPDATE"
     RETURNING = True
     MAX_IDS = None  # ids travel as one array parameter
+    OCTETS = "OCTET_LENGTH({})"
 
     def __init__(
         self,
@@ -178,6 +179,13 @@ class PostgresStore(SqlStore):
         return None if value is None else value.replace("\x00", "\ufffd")
 
     # -- housekeeping ---------------------------------------------------------------------------------
+    def reclaim_space(self, full: bool = False) -> str:
+        """Nothing to do here: autovacuum makes the freed rows' space reusable (the files do not shrink)."""
+        return (
+            "PostgreSQL: autovacuum makes the freed space reusable for new rows; the files do not shrink "
+            "(VACUUM FULL calls, rollouts would, under an exclusive lock: run it in a quiet hour if needed)"
+        )
+
     def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:

@@ -32,13 +32,13 @@ CALL_COLUMNS = (
     "rollout_id", "call_index", "api", "status", "request", "request_keep", "response", "parent_index",
     "prefix_len", "prompt_len", "prompt_suffix", "completion_ids", "completion_logprobs", "choices",
     "policy_version", "requested_model", "sampling", "engine_id", "latency_s", "error", "fidelity",
-    "fidelity_reason", "created_at",
+    "fidelity_reason", "created_at", "purged_at",
 )  # fmt: skip
 
 #: The columns a driver must read to rebuild ``RolloutSeqs`` after a cache miss.
 SEQ_COLUMNS = (
     "call_index", "parent_index", "prefix_len", "prompt_len", "prompt_suffix", "completion_ids", "choices",
-    "request", "request_keep",
+    "request", "request_keep", "purged_at",
 )  # fmt: skip
 
 
@@ -141,7 +141,7 @@ def encode_call(call: NewCall, seqs: RolloutSeqs, now: float) -> tuple[Any, ...]
         len(call.prompt_token_ids), prompt[prefix_len * ITEM_SIZE :], b"".join(ids),
         b"".join(encode_floats(c.logprobs) for c in call.choices), dumps(meta), call.policy_version,
         call.requested_model, dumps(call.sampling), call.engine_id, call.latency_s, call.error,
-        None if call.fidelity is None else str(call.fidelity), call.fidelity_reason, now,
+        None if call.fidelity is None else str(call.fidelity), call.fidelity_reason, now, None,
     )  # fmt: skip
 
 
@@ -149,10 +149,19 @@ def replay(rows: Iterable[RowLike]) -> Iterator[tuple[RowLike, bytes, Leaf]]:
     """Rebuild prompts and requests from rows in call order: yields ``(row, prompt, leaf)``.
 
     Each row is read once and each prompt built by one slice and one join, so reading a rollout costs
-    the size of its output. A row's parent must come earlier in ``rows``.
+    the size of its output. A row's parent must come earlier in ``rows``. A purged row yields an empty
+    prompt and request (retention purges a rollout's calls together, so no kept call extends one).
     """
     built: dict[int, Leaf] = {}
+    purged: set[int] = set()
     for row in rows:
+        if row["purged_at"] is not None:
+            purged.add(row["call_index"])
+            leaf = built[row["call_index"]] = Leaf(row["call_index"], b"", {})
+            yield row, b"", leaf
+            continue
+        if row["parent_index"] in purged:
+            raise StoreError(f"call {row['call_index']} extends call {row['parent_index']}, which was purged")
         parent = built.get(row["parent_index"]) if row["parent_index"] is not None else None
         prefix = parent.full[: row["prefix_len"] * ITEM_SIZE] if parent else b""
         prompt = prefix + bytes(row["prompt_suffix"])
@@ -167,6 +176,7 @@ def replay(rows: Iterable[RowLike]) -> Iterator[tuple[RowLike, bytes, Leaf]]:
 
 
 def decode_call(row: RowLike, prompt: bytes, request: dict[str, Any]) -> Call:
+    """The ``Call`` of a row; a purged one keeps its metadata and each choice's finish reason only."""
     ids, logprobs = bytes(row["completion_ids"]), bytes(row["completion_logprobs"])
     choices, id_at, lp_at = [], 0, 0
     for n_ids, n_lps, finish in orjson.loads(row["choices"]):
@@ -194,4 +204,5 @@ def decode_call(row: RowLike, prompt: bytes, request: dict[str, Any]) -> Call:
         fidelity=None if row["fidelity"] is None else Fidelity(row["fidelity"]),
         fidelity_reason=row["fidelity_reason"],
         created_at=row["created_at"],
+        purged_at=row["purged_at"],
     )

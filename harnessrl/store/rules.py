@@ -17,7 +17,7 @@ from harnessrl.types import ROLLOUT_TRANSITIONS, FailureKind, Rollout, RolloutSt
 #: The ``rollouts`` columns a driver selects to build a ``Rollout`` (the key hash stays in the table).
 ROLLOUT_COLUMNS = (
     "id, run_id, task_id, group_id, input, status, policy_version, step, failure_kind, error, exit_code, "
-    "logs, runner_handle, created_at, started_at, finished_at, metadata"
+    "logs, runner_handle, created_at, started_at, finished_at, metadata, purged_at"
 )
 
 NEEDS_FAILURE_KIND = frozenset({RolloutStatus.FAILED, RolloutStatus.TIMED_OUT})
@@ -91,4 +91,5 @@ def rollout_from_row(row: RowLike) -> Rollout:
         started_at=row["started_at"],
         finished_at=row["finished_at"],
         metadata=orjson.loads(row["metadata"]),
+        purged_at=row["purged_at"],
     )

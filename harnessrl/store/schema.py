@@ -10,6 +10,11 @@ tokens of the parent call's prompt + choice-0 completion, then the suffix. ``cho
 ``completion_logprobs`` (all choices concatenated) split per choice. ``request`` likewise holds only
 what the parent's request lacks: ``request_keep`` (JSON ``{key: n}``, NULL if nothing is shared) says
 that top-level list or string ``key`` starts with the first ``n`` items of the parent's.
+
+Retention (``harnessrl purge``, ``retention.py``) empties a rollout's calls all at once, so no kept call
+ever refers to a purged parent: ``purged_at`` set means ``request`` is ``{}``, ``request_keep`` and
+``response`` NULL and the three arrays empty, while every other column (ids, times, status, policy
+version, latency, ``prompt_len``, ``choices``) stays. ``runs.ended_at`` says a run no longer needs its data.
 """
 
 from __future__ import annotations
@@ -19,13 +24,18 @@ from typing import Literal
 Dialect = Literal["sqlite", "postgresql"]
 
 #: Bump when the tables change and add the step to ``MIGRATIONS``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: ``MIGRATIONS[v]`` upgrades a database from version ``v`` to ``v + 1``.
 _TASK_INDEX = "CREATE INDEX IF NOT EXISTS rollouts_by_task ON rollouts (run_id, task_id, created_at, id)"
 
 MIGRATIONS: dict[int, list[str]] = {
     1: [_TASK_INDEX],  # the dashboard filters a run's rollouts by task
+    2: [  # retention: a run's end, and what was purged
+        "ALTER TABLE runs ADD COLUMN ended_at DOUBLE PRECISION",
+        "ALTER TABLE rollouts ADD COLUMN purged_at DOUBLE PRECISION",
+        "ALTER TABLE calls ADD COLUMN purged_at DOUBLE PRECISION",
+    ],
 }
 
 _TABLES = """
@@ -36,7 +46,8 @@ CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
     config TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL
+    created_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION
 );
 CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_at);
 CREATE TABLE IF NOT EXISTS tasks (
@@ -66,7 +77,8 @@ CREATE TABLE IF NOT EXISTS rollouts (
     created_at DOUBLE PRECISION NOT NULL,
     started_at DOUBLE PRECISION,
     finished_at DOUBLE PRECISION,
-    metadata TEXT NOT NULL
+    metadata TEXT NOT NULL,
+    purged_at DOUBLE PRECISION
 );
 CREATE INDEX IF NOT EXISTS rollouts_by_created ON rollouts (created_at, id);
 CREATE INDEX IF NOT EXISTS rollouts_by_run ON rollouts (run_id, created_at, id);
@@ -99,6 +111,7 @@ CREATE TABLE IF NOT EXISTS calls (
     fidelity TEXT,
     fidelity_reason TEXT,
     created_at DOUBLE PRECISION NOT NULL,
+    purged_at DOUBLE PRECISION,
     PRIMARY KEY (rollout_id, call_index)
 );
 CREATE TABLE IF NOT EXISTS rewards (

@@ -36,6 +36,7 @@ from harnessrl.store.base import (
     Store,
     StoreError,
 )
+from harnessrl.store.retention import ELIGIBLE, HELD, PurgeCounts, scope_sql
 from harnessrl.store.rows import (
     CALL_COLUMNS,
     SEQ_COLUMNS,
@@ -82,7 +83,7 @@ class Connection(Protocol):
 
 
 def _run(r: RowLike) -> Run:
-    return Run(r["id"], r["name"], orjson.loads(r["config"]), r["created_at"])
+    return Run(r["id"], r["name"], orjson.loads(r["config"]), r["created_at"], r["ended_at"])
 
 
 def _task(r: RowLike) -> Task:
@@ -110,6 +111,8 @@ class SqlStore(Store):
     RETURNING: ClassVar[bool]
     #: At most this many ids in one ``_in_ids`` list (None: any number).
     MAX_IDS: ClassVar[int | None]
+    #: An expression for the size in bytes of the text column ``{}``.
+    OCTETS: ClassVar[str]
 
     def __init__(self, *, cache_bytes: int, lock: AbstractContextManager[Any]) -> None:
         """``lock`` guards the sequence cache and the creation clock: the driver's own, or a new one."""
@@ -513,6 +516,92 @@ class SqlStore(Store):
         with self._read() as conn:
             rows = conn.execute(sql + " ORDER BY version, created_at", args).fetchall()
         return [_policy_version(r) for r in rows]
+
+    # -- retention (``retention.py``) -----------------------------------------------------------------
+    def end_run(self, run_id: str, ended: bool = True) -> Run:
+        p = self.P
+        with self._write() as conn:
+            self._check_run(conn, run_id, lock=True)
+            value = "COALESCE(ended_at, " + p + ")" if ended else p
+            now = time.time() if ended else None
+            conn.execute(f"UPDATE runs SET ended_at = {value} WHERE id = {p}", (now, run_id))
+            return _run(self._one(conn, f"SELECT * FROM runs WHERE id = {p}", (run_id,), f"run {run_id!r}"))
+
+    def purge(
+        self,
+        *,
+        finished_before: float,
+        run_ids: Sequence[str | None] | None = None,
+        dry_run: bool = True,
+        batch_rollouts: int = 100,
+    ) -> PurgeCounts:
+        """Purge in transactions of ``batch_rollouts`` rollouts each, so writers get in between."""
+        if run_ids is None:
+            return self._purge_scope(finished_before, None, dry_run, batch_rollouts)
+        named = [r for r in dict.fromkeys(run_ids) if r is not None]
+        size = self.MAX_IDS or max(len(named), 1)
+        scopes: list[list[str | None]] = [list(named[i : i + size]) for i in range(0, len(named), size)]
+        if None in run_ids:
+            scopes.append([None])
+        total = PurgeCounts()
+        for scope in scopes:
+            total += self._purge_scope(finished_before, scope, dry_run, batch_rollouts)
+        return total
+
+    def _purge_scope(
+        self, cutoff: float, scope: list[str | None] | None, dry_run: bool, batch: int
+    ) -> PurgeCounts:
+        p = self.P
+        named = [r for r in scope or [] if r is not None]
+        in_cond, in_args = self._in_ids(named) if named else ("", [])
+        cond, _ = scope_sql(scope, in_cond)
+        eligible, args = ELIGIBLE.format(p=p, scope=cond), [cutoff, *in_args]
+        logs, text = self.OCTETS.format("r.logs"), self.OCTETS.format
+        call_bytes = (
+            f"COALESCE(SUM({text('request')} + COALESCE({text('response')}, 0) + LENGTH(prompt_suffix)"
+            " + LENGTH(completion_ids) + LENGTH(completion_logprobs)), 0)"
+        )
+        with self._read() as conn:
+            held_sql = f"SELECT COUNT(*) AS n {HELD.format(p=p, scope=cond)}"
+            held = int(conn.execute(held_sql, args).fetchone()["n"])
+            if dry_run:
+                row = conn.execute(
+                    f"SELECT COUNT(DISTINCT r.run_id) AS runs, COUNT(*) AS n, COALESCE(SUM({logs}), 0) AS logs"
+                    f" {eligible}", args).fetchone()  # fmt: skip
+                calls = conn.execute(
+                    f"SELECT COUNT(*) AS n, {call_bytes} AS bytes FROM calls"
+                    f" WHERE rollout_id IN (SELECT r.id {eligible})", args).fetchone()  # fmt: skip
+                return PurgeCounts(int(row["runs"]), int(row["n"]), int(calls["n"]),
+                                   int(row["logs"]) + int(calls["bytes"]), held)  # fmt: skip
+        runs: set[str] = set()
+        n_rollouts = n_calls = n_bytes = 0
+        lock = f"{self.LOCK_ROWS} OF r" if self.LOCK_ROWS else ""
+        while True:
+            now = time.time()
+            with self._write() as conn:
+                rows = conn.execute(
+                    f"SELECT r.id, r.run_id, COALESCE({logs}, 0) AS logs {eligible}"
+                    f" ORDER BY r.finished_at, r.id LIMIT {int(batch)}{lock}", args).fetchall()  # fmt: skip
+                if not rows:
+                    break
+                ids = [r["id"] for r in rows]
+                ic, ia = self._in_ids(ids)
+                calls = conn.execute(
+                    f"SELECT COUNT(*) AS n, {call_bytes} AS bytes FROM calls WHERE rollout_id{ic}", ia
+                ).fetchone()
+                conn.execute(
+                    f"UPDATE calls SET request = '{{}}', request_keep = NULL, response = NULL, prompt_suffix = {p},"
+                    f" completion_ids = {p}, completion_logprobs = {p}, purged_at = {p} WHERE rollout_id{ic}",
+                    [b"", b"", b"", now, *ia])  # fmt: skip
+                conn.execute(f"UPDATE rollouts SET logs = NULL, purged_at = {p} WHERE id{ic}", [now, *ia])
+            runs.update(r["run_id"] for r in rows if r["run_id"] is not None)
+            n_rollouts += len(rows)
+            n_calls += int(calls["n"])
+            n_bytes += int(calls["bytes"]) + sum(int(r["logs"]) for r in rows)
+            with self._state_lock:
+                for rid in ids:
+                    self._cache.discard(rid)
+        return PurgeCounts(len(runs), n_rollouts, n_calls, n_bytes, held)
 
     # -- housekeeping ---------------------------------------------------------------------------------
     def storage_bytes(self, rollout_id: str) -> int:

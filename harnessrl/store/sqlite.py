@@ -33,6 +33,7 @@ class SqliteStore(SqlStore):
     LOCK_ROWS = ""  # BEGIN IMMEDIATE already holds the database's one write lock
     RETURNING = False  # needs SQLite 3.35 (2021); the row is read back in the same transaction
     MAX_IDS = 500  # host parameters per statement: 999 before SQLite 3.32
+    OCTETS = "LENGTH(CAST({} AS BLOB))"  # octet_length() needs SQLite 3.43
 
     def __init__(
         self, path: str | Path, *, synchronous: Synchronous = "NORMAL", cache_bytes: int = 64 << 20
@@ -70,6 +71,9 @@ class SqliteStore(SqlStore):
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         conn.row_factory = sqlite3.Row
+        # Takes effect only in a new, empty file (before WAL mode and the first table): a purge can then
+        # give its pages back to the file system (``reclaim_space``). Older files need one VACUUM.
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         if not self._memory:
             mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
             if mode.lower() != "wal":
@@ -137,6 +141,31 @@ class SqliteStore(SqlStore):
             return super().record_calls(calls)
 
     # -- housekeeping ---------------------------------------------------------------------------------
+    def reclaim_space(self, full: bool = False) -> str:
+        """Shrink the file by the pages a purge freed: ``incremental_vacuum`` in a file made with
+        ``auto_vacuum = INCREMENTAL`` (every file this version creates); ``full`` runs VACUUM, which also
+        converts an older file (it rewrites the whole file and holds the write lock meanwhile)."""
+        if self._memory:
+            return ""
+        with self._lock:
+            conn = self._writer()
+            page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            before = int(conn.execute("PRAGMA page_count").fetchone()[0])
+            mode = int(conn.execute("PRAGMA auto_vacuum").fetchone()[0])
+            if full:
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                conn.execute("VACUUM")
+            elif mode == 2:
+                conn.executescript("PRAGMA incremental_vacuum;")  # execute() would free one page only
+            else:
+                free = int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+                return (f"SQLite: {free * page} bytes freed inside {self.path} are reused by new rows; this file "
+                        "predates auto_vacuum, so it does not shrink until `harnessrl purge --yes --vacuum` "
+                        "(one VACUUM: rewrites the file, writers wait meanwhile)")  # fmt: skip
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            after = int(conn.execute("PRAGMA page_count").fetchone()[0])
+        return f"SQLite: {self.path} shrank by {(before - after) * page} bytes ({before - after} pages)"
+
     def close(self) -> None:
         with self._lock:
             for conn in self._readers:

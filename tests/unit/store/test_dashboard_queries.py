@@ -11,6 +11,7 @@ from harnessrl.store.schema import SCHEMA_VERSION
 from harnessrl.types import FailureKind
 from harnessrl.types import RolloutStatus as S
 
+from . import schema_v2
 from ._helpers import make_call
 
 
@@ -63,10 +64,11 @@ def test_rollout_stats_of_a_long_page(store: Store, new_rollout: Callable[..., s
 
 def test_version_1_database_gains_the_task_index(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    open_store(url).close()
-    with sqlite3.connect(tmp_path / "old.db") as conn:  # make it look like a schema-1 database
+    with sqlite3.connect(tmp_path / "old.db") as conn:  # a schema-2 database made to look like schema 1
+        for stmt in schema_v2.ddl("sqlite"):
+            conn.execute(stmt)
+        conn.execute("INSERT INTO schema_version (version) VALUES (1)")
         conn.execute("DROP INDEX rollouts_by_task")
-        conn.execute("UPDATE schema_version SET version = 1")
     open_store(url).close()
     with sqlite3.connect(tmp_path / "old.db") as conn:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}

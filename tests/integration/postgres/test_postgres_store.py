@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import socket
+import sys
 import threading
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,9 @@ from harnessrl.store import StoreError, open_store  # noqa: E402
 from harnessrl.store import postgres as pg  # noqa: E402
 from harnessrl.store.schema import SCHEMA_VERSION  # noqa: E402
 from harnessrl.types import FailureKind, RolloutStatus  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "unit"))  # the store suite's old-database builder
+from store._old_db import PROMPTS, fill_v2  # noqa: E402
 
 
 def _base(url: str) -> str:
@@ -74,6 +80,25 @@ def test_migration_steps_run_once(pg_url: str, monkeypatch: pytest.MonkeyPatch) 
         conn.execute(f'SET search_path TO "{_schema(pg_url)}"')
         assert conn.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION + 1,)
         assert conn.execute("SELECT count(note) FROM runs").fetchone() == (0,)
+
+
+def test_a_version_2_database_opens_migrates_and_purges(pg_url: str) -> None:
+    with psycopg.connect(_base(pg_url), autocommit=True) as conn, conn.transaction():
+        conn.execute(f'CREATE SCHEMA "{_schema(pg_url)}"')
+        conn.execute(f'SET search_path TO "{_schema(pg_url)}"')
+        run_id, rid = fill_v2(conn, "postgresql")
+    with pg.PostgresStore(pg_url) as store:
+        assert [c.prompt_token_ids for c in store.get_calls(rid)] == [list(p) for p in PROMPTS]
+        assert store.get_run(run_id).ended_at is None and store.get_rollout(rid).logs == "old logs"
+        assert store.purge(finished_before=time.time(), dry_run=False).held_rollouts == 1
+        store.end_run(run_id)
+        counts = store.purge(finished_before=time.time(), dry_run=False)
+        assert (counts.rollouts, counts.calls) == (1, 3)
+        assert all(c.purged_at is not None and not c.prompt_token_ids for c in store.get_calls(rid))
+        assert "autovacuum" in store.reclaim_space()
+    with psycopg.connect(_base(pg_url), autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{_schema(pg_url)}"')
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
 
 
 def test_stores_opened_together_on_an_empty_database(pg_url: str) -> None:

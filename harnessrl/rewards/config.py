@@ -3,7 +3,8 @@
 Three sources, combinable: rewards the harness posted to its reward URL, a mapping of the harness's
 exit code, and a verifier command run in the attempt's directory after the harness exits. The
 default (``combine = "auto"``) takes the verifier if one is configured, else what the harness posted,
-else the exit code mapping. Whatever the mode, a tampered protected file gives 0.
+else the exit code mapping. Whatever the mode, a tampered protected file gives 0. With a verifier, what the
+harness posted is recorded but not trained unless ``posted = "train"`` (see ``posted.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ class RewardConfig(BaseModel):
         "counts as `missing_reward`).",
     )
     harness: bool = Field(True, description="Use the rewards the harness posted to HARNESSRL_REWARD_URL.")
+    posted: Literal["auto", "train", "record"] = Field(
+        "auto",
+        description="What becomes of rewards the harness posts (any tool it runs can post too): `record` "
+        "keeps them in the store and on the dashboard without training on them; `train` trains them like "
+        "any source; `auto` (default): `record` when a verifier decides the rollout, else `train`.",
+    )
     harness_names: list[str] | None = Field(
         None,
         description="Which posted reward names count (None: all). Per name the last posted value counts; "

@@ -9,6 +9,7 @@ Order of decisions (first match wins):
 4. Every enabled source is evaluated and recorded under its own name (``exit_code``, ``verifier``; the
    harness's posts are already in the store), then combined per ``combine`` into ``final``. A
    verifier failure makes the rollout ``infra`` (no ``final``) unless ``verifier_failure_reward`` is set.
+   With a verifier the harness's posts take no part unless ``posted = "train"`` (``posted.py``).
 
 Readers (trainer, dashboard) take the last reward named ``final``; the other names explain it. The
 rollout should be written while still ``running`` and closed afterwards with the outcome's status.
@@ -24,6 +25,7 @@ from typing import Any
 
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.rewards.guards import find_tampering
+from harnessrl.rewards.posted import POSTED, SCORING_NAMES, posts_are_trained
 from harnessrl.rewards.verifier import VerifierError, run_verifier
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.runners.workspace import WorkspaceError
@@ -38,7 +40,7 @@ EXIT_CODE = "exit_code"
 TAMPER = "tamper"
 HARNESS = "harness"  # component name only; the harness's own posts keep the names it gave them
 #: Names written by harnessrl itself; a harness posting one of these is not counted as a harness reward.
-RESERVED_NAMES = frozenset({FINAL, VERIFIER, EXIT_CODE, TAMPER})
+RESERVED_NAMES = SCORING_NAMES
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +133,9 @@ async def score_attempt(
     if result.timed_out and config.timed_out_reward is not None:
         return finish(config.timed_out_reward)
 
-    components, enabled = _harness_and_exit_code(spec, result, store, config)
-    verifier_output = None
     command = spec.assets.verifier or config.verifier
+    components, enabled = _harness_and_exit_code(spec, result, store, config, verifier=bool(command))
+    verifier_output = None
     if command:
         enabled.append(VERIFIER)
         try:
@@ -169,15 +171,24 @@ async def score_attempt(
 
 
 def _harness_and_exit_code(spec: AttemptSpec, result: AttemptResult, store: Store,
-                           config: RewardConfig) -> tuple[dict[str, float], list[str]]:
-    """The reward components that need no workspace: what the harness posted, and the exit code."""
+                           config: RewardConfig, *, verifier: bool = False) -> tuple[dict[str, float], list[str]]:
+    """The reward components that need no workspace: what the harness posted, and the exit code.
+
+    Posts that are recorded only (``posted``) show in the components but are not an enabled source, and
+    a ``posted`` = 0 reward tells training to leave the harness's names and per-call rewards out.
+    """
     components: dict[str, float] = {}
     enabled: list[str] = []
     if config.harness:
-        enabled.append(HARNESS)
+        trained = posts_are_trained(config.posted, verifier)
+        if trained:
+            enabled.append(HARNESS)
         posted = harness_reward(store, spec.rollout_id, config.harness_names)
         if posted is not None:
             components[HARNESS] = posted
+        if not trained and any(r.name not in RESERVED_NAMES or r.call_index is not None
+                               for r in store.get_rewards(spec.rollout_id)):
+            store.add_reward(spec.rollout_id, 0.0, POSTED)
     if config.exit_code_map:
         enabled.append(EXIT_CODE)
         code = result.exit_code
@@ -225,11 +236,13 @@ def _combine(
         order = [s for s in (VERIFIER, HARNESS, EXIT_CODE) if s in enabled]
         mode = next((s for s in order if s in components), order[0] if order else HARNESS)
     if mode in (VERIFIER, HARNESS, EXIT_CODE):
-        if mode in components:
+        if mode in components and mode in enabled:
             return components[mode], None
-        note = f"no {mode} reward" + (
-            " (the harness posted none)" if mode == HARNESS else " (source not configured)"
-        )
+        if mode == HARNESS and HARNESS in components:
+            why = ' (its posts are recorded, not trained, beside a verifier: set [rewards] posted = "train")'
+        else:
+            why = " (the harness posted none)" if mode == HARNESS else " (source not configured)"
+        note = f"no {mode} reward" + why
         return config.missing_reward, note
     values = [components.get(s, config.missing_reward) for s in enabled]
     present = [v for v in values if v is not None]

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from harnessrl.rewards import RewardConfig, RewardOutcome, score_attempt
+from harnessrl.rewards.posted import trained_rewards
 from harnessrl.runners import AttemptResult, AttemptSpec, RunnerConfig, TaskAssets, make_attempt_spec
 from harnessrl.runners.local import LocalRunner
 from harnessrl.store import Store, open_store
-from harnessrl.types import FailureKind, RolloutStatus
+from harnessrl.types import FailureKind, Reward, RolloutStatus
 
 PY = sys.executable
 
@@ -247,9 +248,34 @@ def test_combination_modes(tmp_path: Path, store: Store, mode: str, expected: fl
     assets = TaskAssets(verifier_input={"answer": "42"})
     spec, result = attempt(tmp_path, store, "raise SystemExit(1)", assets=assets, posts=[("reward", 0.5)])
     verifier = script(tmp_path, "v.py", "print(1.0)")
-    outcome = score(spec, result, store, combine=mode, verifier=verifier, exit_code_map={0: 1.0})
+    outcome = score(spec, result, store, combine=mode, verifier=verifier, exit_code_map={0: 1.0}, posted="train")
     assert outcome.components == {"harness": 0.5, "exit_code": 0.0, "verifier": 1.0}
     assert outcome.value == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("sum", 1.0), ("max", 1.0), ("mean", 0.5), ("harness", 0.0)])
+def test_beside_a_verifier_posts_are_recorded_not_trained(
+    tmp_path: Path, store: Store, mode: str, expected: float
+) -> None:
+    spec, result = attempt(tmp_path, store, "raise SystemExit(1)", posts=[("reward", 1.0), ("reward", 1.0)])
+    verifier = script(tmp_path, "v.py", "print(1.0)")
+    outcome = score(spec, result, store, combine=mode, verifier=verifier, exit_code_map={0: 1.0})
+    assert outcome.components["harness"] == 1.0  # shown, but not part of the final value
+    assert outcome.value == pytest.approx(expected)
+    names = [r.name for r in store.get_rewards(spec.rollout_id)]
+    assert names.count("reward") == 2 and "posted" in names  # recorded, and marked as not trained
+    per_call = Reward(spec.rollout_id, 1.0, "reward", call_index=0)  # what a per-call post looks like
+    trained = trained_rewards([*store.get_rewards(spec.rollout_id), per_call])
+    assert {r.name for r in trained} == {"final", "verifier", "exit_code", "posted"}
+    assert all(r.call_index is None for r in trained)
+
+
+def test_without_a_verifier_posts_are_trained_and_unmarked(tmp_path: Path, store: Store) -> None:
+    spec, result = attempt(tmp_path, store, "pass", posts=[("reward", 0.75)])
+    outcome = score(spec, result, store)
+    assert outcome.value == 0.75
+    rewards = store.get_rewards(spec.rollout_id)
+    assert "posted" not in {r.name for r in rewards} and trained_rewards(rewards) == rewards
 
 
 def test_task_verifier_overrides_config_and_auto_prefers_it(tmp_path: Path, store: Store) -> None:

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from harnessrl.rewards.posted import trained_rewards
 from harnessrl.store.base import Store
 from harnessrl.training.advantages import RolloutRecord, compute_advantages
 from harnessrl.training.config import TrainingConfig
@@ -41,7 +42,8 @@ def prepare_batch(
     for rollout, calls, rewards in rollouts:
         built = build_samples(calls, rollout.group_id, config.samples, rollout_id=rollout.id)
         counts.update(built.counts)
-        records.append(RolloutRecord(rollout=rollout, rewards=list(rewards), samples=built.samples))
+        # Harness posts that scoring recorded without training them ([rewards] posted) stay out.
+        records.append(RolloutRecord(rollout=rollout, rewards=trained_rewards(rewards), samples=built.samples))
     adv = compute_advantages(records, config)
     counts.update(adv.counts)
     return TrainBatch(samples=adv.samples, rewards=adv.rewards, advantages=adv.advantages, counts=counts)

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from harnessrl.engines.config import EngineConfig
 from harnessrl.gateway.config import GatewayConfig
@@ -76,6 +76,21 @@ class StoreConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: str | None = Field(None, description="Store URL; default: sqlite:///<run dir>/store.db.")
+    retention: str | None = Field(
+        None,
+        description="How long calls' request/response text, token arrays and rollout logs are kept after "
+        "a rollout finished, e.g. '30d', '12h' (a run that has not ended keeps everything); None keeps "
+        "them. Applied by `harnessrl purge` (docs/retention.md); recorded with each run, so it is per run.",
+    )
+
+    @field_validator("retention")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        from harnessrl.store.retention import parse_duration
+
+        if value is not None:
+            parse_duration(value)
+        return value
 
 
 class HarnessConfig(BaseModel):

@@ -252,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--run-dir", help="run directory for the collected rollouts")
     c.set_defaults(func=cmd_collect)
     _add_view_commands(sub)
+    from harnessrl.purge import add_parser as add_purge_parser  # retention: docs/retention.md
+
+    add_purge_parser(sub)
     return ap
 
 

@@ -74,7 +74,8 @@ def open_run(config: HarnessConfig, store: Store) -> str:
     marker = run_dir / "run.json"
     if marker.is_file():
         run_id = str(json.loads(marker.read_text())["run_id"])
-        store.get_run(run_id)  # NotFound if the store was swapped under the run directory
+        # NotFound if the store was swapped under the run directory; a resumed run needs its data again
+        store.end_run(run_id, ended=False)
         return run_id
     run_id = f"{config.run.name}-{uuid.uuid4().hex[:8]}"
     store.create_run(config.run.name, config.model_dump(mode="json"), run_id=run_id)
@@ -176,6 +177,7 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
                 if tasks[TaskSplit.EVAL]:
                     final = await ctl.evaluate(stack.trainer.policy_version)
             summary = TrainSummary(run_id, config.run.steps, baseline, final)
+            store.end_run(run_id)  # retention may purge its calls from now on (docs/retention.md)
             console.print(f"done in {time.perf_counter() - t0:.0f}s")
             return summary
         except BaseException:  # an error or Ctrl-C: tracker runs end as failed, not finished
@@ -206,7 +208,9 @@ async def collect(config: HarnessConfig, checkpoint: Path | None, split: TaskSpl
         try:
             async with Controller(config, stack, run_id, tasks) as ctl:
                 version = stack.trainer.policy_version if stack.trainer is not None else 0
-                return await ctl.evaluate(version)
+                result = await ctl.evaluate(version)
+            store.end_run(run_id)  # retention may purge its calls from now on (docs/retention.md)
+            return result
         finally:
             stack.close()
     finally:

@@ -82,6 +82,8 @@ def call_temperature(call: Call) -> float:
 
 
 def _exclusion_reason(call: Call) -> str | None:
+    if call.purged_at is not None:
+        return "purged"  # retention emptied it (docs/retention.md): nothing left to train on
     if call.status != CallStatus.OK:
         return f"status_{call.status.value}"
     if call_temperature(call) <= 0.0:
@@ -129,7 +131,7 @@ def build_samples(
 ) -> SampleSet:
     """Turn one rollout's calls (as ``Store.get_calls`` returns them) into training samples.
 
-    Calls that errored, were cancelled, or carry no completion token IDs are excluded and counted
+    Calls that errored, were cancelled, were purged, or carry no completion token IDs are excluded and counted
     (``excluded.<reason>``); over-long samples are truncated or dropped per ``config`` and counted
     (``overflow.truncated`` / ``overflow.dropped``). Only choice 0 of an ``n > 1`` call is trained unless
     ``config.choices == "all"``; each extra choice then becomes its own sample with the prompt as context.

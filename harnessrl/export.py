@@ -4,7 +4,8 @@ One record per **sample** (one training sequence: ``build_samples`` over a rollo
 its rollout's fields and rewards. That is the unit an SFT or offline-RL job consumes: ``token_ids``,
 ``loss_mask`` (1 = sampled by the policy) and ``behaviour_logprobs`` line up token for token, so no
 re-tokenization is needed. The conversation of the sample's last call (``request`` / ``response``, JSON
-text) is included for text-based use; rollouts without any trainable call yield no record.
+text) is included for text-based use; rollouts without any trainable call yield no record, and rollouts
+that retention purged are skipped with a warning that counts them.
 
 Redaction: the gateway stores requests and responses redacted already; export applies the configured
 patterns again (the gateway's defaults, the run's ``[gateway] redact_patterns`` and any ``--redact``),
@@ -81,7 +82,11 @@ def sample_records(store: Store, *, run_id: str | None = None, status: RolloutSt
     if run_id is not None and run_id not in runs:
         raise NotFound(f"run {run_id!r} does not exist")
     redactor = redactor_for(list(runs.values()) if run_id is None else [runs[run_id]], redact)
+    purged = 0
     for r in _rollouts(store, run_id, status):
+        if r.purged_at is not None:  # retention emptied its calls: say so rather than export nothing quietly
+            purged += 1
+            continue
         run = runs.get(r.run_id) if r.run_id else None
         calls = {c.index: c for c in store.get_calls(r.id)}
         built = build_samples(list(calls.values()), r.group_id, sample_config(run), rollout_id=r.id)
@@ -105,6 +110,8 @@ def sample_records(store: Store, *, run_id: str | None = None, status: RolloutSt
                 "request": orjson.dumps(redactor(last.request)).decode(),
                 "response": None if last.response is None else orjson.dumps(redactor(last.response)).decode(),
             }
+    if purged:
+        log.warning("%d selected rollouts were purged by retention (docs/retention.md) and are not exported", purged)
 
 
 def export(store: Store, out: str | Path, fmt: Format = "parquet", *, run_id: str | None = None,

@@ -7,6 +7,8 @@ Text from the store is printed with markup disabled: a prompt cannot restyle or 
 
 from __future__ import annotations
 
+import time
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -67,6 +69,10 @@ def print_rollout(store: Store, rollout_id: str, console: Console, log_lines: in
                    ("policy version", str(r.policy_version)), ("duration", _secs(v.duration_s)),
                    ("exit code", "" if r.exit_code is None else str(r.exit_code)), ("error", r.error or "")):
         facts.add_row(Text(k, style="bold"), Text(val))
+    if r.purged_at is not None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(r.purged_at))
+        facts.add_row(Text("purged", style="bold"),
+                      Text(f"{when}: retention deleted its calls' text and token arrays and its logs"))
     console.print(facts)
     rewards = Table(title="rewards", title_justify="left")
     for col in ("name", "value", "call"):

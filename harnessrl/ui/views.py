@@ -43,7 +43,9 @@ def call_training(call: Call, samples: SampleSet) -> CallTraining:
             if n < len(call.completion_token_ids):
                 note += f"; truncated to {n} of {len(call.completion_token_ids)} tokens (max_sequence_length)"
             return CallTraining(i, s, n, note)
-    if call.status != CallStatus.OK:
+    if call.purged_at is not None:
+        why = "not trained: purged by retention"
+    elif call.status != CallStatus.OK:
         why = f"not trained: call status {call.status.value}"
     elif not call.completion_token_ids:
         why = "not trained: no completion token IDs"

@@ -91,6 +91,7 @@ class Gateway:
             Route("/r/{rollout}/v1/chat/completions", self._chat, methods=["POST"]),
             Route("/r/{rollout}/v1/completions", self._completions, methods=["POST"]),
             Route("/r/{rollout}/v1/messages", self._messages, methods=["POST"]),
+            Route("/r/{rollout}/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
             Route("/r/{rollout}/v1/responses", self._responses, methods=["POST"]),
             Route("/r/{rollout}/v1/models", self._models, methods=["GET"]),
             Route("/r/{rollout}/reward", self._reward, methods=["POST"]),
@@ -122,6 +123,16 @@ class Gateway:
 
     async def _messages(self, request: Request) -> Response:
         return await self.proxy.handle(request, ApiKind.ANTHROPIC_MESSAGES)
+
+    async def _count_tokens(self, request: Request) -> Response:
+        """Anthropic's token counting (Claude Code sizes its context with it): not a sampled call."""
+        try:
+            state = await self.registry.authorize(request.path_params["rollout"], api_key(request))
+            body = await read_json(request, self.config.limits.max_body_bytes)
+            t = self.proxy.translate(state, ApiKind.ANTHROPIC_MESSAGES, body, request)
+        except GatewayError as exc:
+            return exc.response()
+        return json_response({"input_tokens": await self.proxy.count_tokens(state, t.chat)})
 
     async def _models(self, request: Request) -> Response:
         if "rollout" in request.path_params:

@@ -41,34 +41,104 @@ class Plan:
     n: int
 
 
+#: Numeric sampling fields and whether they must be integers.
+_NUMBERS = {"temperature": False, "top_p": False, "min_p": False, "presence_penalty": False,
+            "frequency_penalty": False, "repetition_penalty": False, "top_k": True, "seed": True,
+            "top_logprobs": True}
+#: Most choices one request may ask for (each is sampled and recorded).
+MAX_N = 128
+
+
+def _content_ok(content: Any) -> bool:
+    if content is None or isinstance(content, str):
+        return True
+    return isinstance(content, list) and all(
+        isinstance(p, dict) and isinstance(p.get("type", "text"), str)
+        and isinstance(p.get("text", ""), str) for p in content)
+
+
+def _validate_message(i: int, m: Any) -> None:
+    if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+        raise BadRequest(f"messages[{i}] must be an object with a string 'role'")
+    if not _content_ok(m.get("content")):
+        raise BadRequest(f"messages[{i}].content must be a string, null or a list of text parts")
+    for key in ("name", "tool_call_id", "reasoning_content"):
+        if m.get(key) is not None and not isinstance(m[key], str):
+            raise BadRequest(f"messages[{i}].{key} must be a string")
+    calls = m.get("tool_calls")
+    if calls is None:
+        return
+    if not isinstance(calls, list):
+        raise BadRequest(f"messages[{i}].tool_calls must be a list")
+    for k, tc in enumerate(calls):
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
+                or not isinstance(fn.get("arguments", ""), str) or not isinstance(tc.get("id", ""), str):
+            raise BadRequest(f"messages[{i}].tool_calls[{k}] must have a string id and a function with "
+                             "string name and arguments")
+
+
+def _validate_tools(tools: Any) -> None:
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list")
+    for k, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
+                or not isinstance(fn.get("parameters") or {}, dict) \
+                or not isinstance(fn.get("description") or "", str):
+            raise BadRequest(f"tools[{k}] must be {{'type': 'function', 'function': {{'name': str, "
+                             "'parameters': object}}")
+
+
 def validate(api: ApiKind, body: Any) -> None:
-    """Refuse malformed requests with a 400 that says which field is wrong."""
+    """Refuse malformed requests with a 400 that says which field is wrong (nothing malformed reaches the
+    engine, so that an engine error always means an engine problem)."""
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
-    if "model" in body and not isinstance(body["model"], str):
+    if "model" in body and not isinstance(body["model"], str | None):
         raise BadRequest("'model' must be a string")
     if api == ApiKind.CHAT:
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs:
             raise BadRequest("'messages' is required and must be a non-empty list")
         for i, m in enumerate(msgs):
-            if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-                raise BadRequest(f"messages[{i}] must be an object with a string 'role'")
+            _validate_message(i, m)
+        if "logprobs" in body and not isinstance(body["logprobs"], bool | None):
+            raise BadRequest("'logprobs' must be true or false")
+        if body.get("tool_choice") is not None and not isinstance(body["tool_choice"], str | dict):
+            raise BadRequest("'tool_choice' must be a string or an object")
     else:
         p = body.get("prompt")
         if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str | list):
             p = p[0]
-        ok = isinstance(p, str) or (isinstance(p, list) and p and all(type(t) is int for t in p))
+        ok = isinstance(p, str) or (isinstance(p, list) and p and all(type(t) is int and t >= 0 for t in p))
         if not ok:
             raise BadRequest("'prompt' is required: one string or one list of token ids (no batches)")
+        lp = body.get("logprobs")
+        if lp is not None and (type(lp) is not int or lp < 0):
+            raise BadRequest("'logprobs' must be a non-negative integer")
     for key in ("n", "max_tokens", "max_completion_tokens"):
         v = body.get(key)
         if v is not None and (type(v) is not int or v < 1):
             raise BadRequest(f"'{key}' must be a positive integer")
-    if "stream" in body and not isinstance(body["stream"], bool):
-        raise BadRequest("'stream' must be true or false")
-    if "tools" in body and not isinstance(body["tools"], list):
-        raise BadRequest("'tools' must be a list")
+    if (body.get("n") or 1) > MAX_N:
+        raise BadRequest(f"'n' may be at most {MAX_N}")
+    for key, integer in _NUMBERS.items():
+        v = body.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int if integer else int | float)):
+            raise BadRequest(f"'{key}' must be {'an integer' if integer else 'a number'}")
+    stop = body.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (
+            isinstance(stop, list) and all(isinstance(x, str) for x in stop)):
+        raise BadRequest("'stop' must be a string or a list of strings")
+    for key in ("stream", "return_token_ids", "parallel_tool_calls"):
+        if key in body and not isinstance(body[key], bool | None):
+            raise BadRequest(f"'{key}' must be true or false")
+    for key in ("stream_options", "logit_bias", "response_format", "chat_template_kwargs", "metadata"):
+        if body.get(key) is not None and not isinstance(body[key], dict):
+            raise BadRequest(f"'{key}' must be an object")
+    if "tools" in body and body["tools"] is not None:
+        _validate_tools(body["tools"])
 
 
 def plan(api: ApiKind, body: dict, config: GatewayConfig, engine_model: str | None,
@@ -77,18 +147,14 @@ def plan(api: ApiKind, body: dict, config: GatewayConfig, engine_model: str | No
     limits = config.limits
     n = body.get("n") or 1
     asked = body.get("max_tokens") or body.get("max_completion_tokens")
-    if asked is not None and asked > limits.max_tokens_per_call:
-        raise LimitExceeded(
-            f"max_tokens={asked} exceeds this gateway's cap of {limits.max_tokens_per_call} per call",
-            code="max_tokens_per_call",
-        )
     budget_each = tokens_left // n
     if budget_each <= 0:
         raise LimitExceeded(
             f"the rollout's token budget ({limits.max_tokens_per_rollout} completion tokens) is used up",
             code="rollout_token_budget",
         )
-    max_tokens = min(asked or limits.max_tokens_per_call, budget_each)
+    # More than the cap or the budget allows is served with the lower limit (recorded below), not refused.
+    max_tokens = min(asked or limits.max_tokens_per_call, limits.max_tokens_per_call, budget_each)
     up = dict(body)
     up.pop("max_completion_tokens", None)
     up["max_tokens"] = max_tokens
@@ -108,6 +174,8 @@ def plan(api: ApiKind, body: dict, config: GatewayConfig, engine_model: str | No
             up["prompt"] = up["prompt"][0]
     sampling = {k: up[k] for k in SAMPLING_KEYS if k in up}
     sampling.setdefault("n", n)
+    if asked is not None and asked != max_tokens:
+        sampling["max_tokens_requested"] = asked
     return Plan(upstream=up, sampling=sampling, stream=bool(body.get("stream")),
                 want_logprobs=want_logprobs, want_token_ids=bool(body.get("return_token_ids")),
                 max_tokens=max_tokens, n=n)

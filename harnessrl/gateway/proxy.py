@@ -8,6 +8,7 @@ asked; the engine is retried elsewhere only while nothing has been sent to the h
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -15,7 +16,9 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from harnessrl.gateway import anthropic, dialect, responses
+from harnessrl.gateway import dialect
+from harnessrl.gateway.apis import anthropic, encode_complete, responses
+from harnessrl.gateway.apis.base import Translation
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.errors import (
     BadRequest,
@@ -38,8 +41,17 @@ from harnessrl.types import ApiKind, CallStatus, ChoiceTokens
 
 log = logging.getLogger(__name__)
 _PATHS = {ApiKind.CHAT: "/chat/completions", ApiKind.COMPLETIONS: "/completions"}
-#: APIs served by translation to and from chat (module with to_chat / from_chat / as_events).
-WIRE = {ApiKind.ANTHROPIC_MESSAGES: anthropic, ApiKind.RESPONSES: responses}
+#: APIs served by translation to and from chat.
+WIRE = (ApiKind.ANTHROPIC_MESSAGES, ApiKind.RESPONSES)
+#: Responses kept per rollout for ``previous_response_id`` (most recent first out).
+KEEP_RESPONSES = 64
+
+
+def encoder(api: ApiKind, model: str, body: dict, t: Translation) -> Any:
+    """The event encoder of a translated API (see ``apis.Encoder``)."""
+    if api == ApiKind.ANTHROPIC_MESSAGES:
+        return anthropic.MessageEncoder(model)
+    return responses.ResponseEncoder(model, body, t.names)
 
 
 def api_key(request: Request) -> str | None:
@@ -83,21 +95,68 @@ class Proxy:
             state = await self.registry.authorize(rid, api_key(request))
             body = await read_json(request, self.config.limits.max_body_bytes)
             if api in WIRE:
-                chat = WIRE[api].to_chat(body)
-                dialect.validate(ApiKind.CHAT, chat)
-                return await self._serve(state, ApiKind.CHAT, chat, t0, wire=(api, body))
+                t = self.translate(state, api, body, request)
+                dialect.validate(ApiKind.CHAT, t.chat)
+                return await self._serve(state, ApiKind.CHAT, t.chat, t0, wire=(api, body, t))
             dialect.validate(api, body)
         except GatewayError as exc:
             return exc.response()
         return await self._serve(state, api, body, t0)
 
+    def translate(self, state: RolloutState, api: ApiKind, body: Any, request: Request) -> Translation:
+        if api == ApiKind.ANTHROPIC_MESSAGES:
+            return anthropic.to_chat(body, request.headers.get("anthropic-beta"))
+        previous = None
+        prev_id = body.get("previous_response_id") if isinstance(body, dict) else None
+        if prev_id is not None:
+            if not isinstance(prev_id, str):
+                raise BadRequest("'previous_response_id' must be a string")
+            previous = state.responses.get(prev_id)
+            if previous is None:
+                raise BadRequest(f"previous_response_id {prev_id!r} is not known to this gateway: it keeps "
+                                 f"the last {KEEP_RESPONSES} responses of a live rollout in memory; send the "
+                                 "full input instead", code="unknown_previous_response")
+        return responses.to_chat(body, previous)
+
+    async def count_tokens(self, state: RolloutState, chat: dict) -> int:
+        """Prompt tokens of a chat request: rendered exactly in gateway render mode, else the engine's
+        ``/tokenize`` (vLLM), else an estimate (4 bytes a token)."""
+        if self.renderer is not None and self.config.render_mode == "gateway":
+            try:
+                return len(self.renderer.render(state.id, chat).prompt_token_ids)
+            except Exception:  # noqa: BLE001 - counting is advisory; fall back to the estimate
+                return anthropic.count_estimate(chat)
+        try:
+            engine = self.pool.pick(state.id)
+            body = {"messages": chat["messages"], **({"tools": chat["tools"]} if chat.get("tools") else {})}
+            if engine.model:
+                body["model"] = engine.model
+            url = engine.base_url.removesuffix("/v1") + "/tokenize"
+            resp = await self.pool.client.post(url, orjson.dumps(body))
+            try:
+                data = await resp.read()
+            finally:
+                resp.release()
+            if resp.status == 200:
+                count = orjson.loads(data).get("count")
+                if type(count) is int:
+                    return count
+        except Exception:  # noqa: BLE001 - counting is advisory; fall back to the estimate
+            log.debug("engine /tokenize unavailable; estimating the token count", exc_info=True)
+        return anthropic.count_estimate(chat)
+
+    def remember_response(self, state: RolloutState, t: Translation, obj: dict) -> None:
+        state.responses[obj["id"]] = responses.conversation(t.chat, t.notes.get("conversation_start", 0), obj)
+        while len(state.responses) > KEEP_RESPONSES:
+            state.responses.pop(next(iter(state.responses)))
+
     async def _serve(self, state: RolloutState, api: ApiKind, body: dict, t0: float,
-                     wire: tuple[ApiKind, dict] | None = None) -> Response:
+                     wire: tuple[ApiKind, dict, Translation] | None = None) -> Response:
         """Serve one validated call. ``wire``: the API and body the harness really used, when ``body`` is
         its chat translation (Anthropic Messages, Responses); the record keeps the harness's own request and
         response."""
         limits = self.config.limits
-        rec_api, rec_body = wire or (api, body)
+        rec_api, rec_body = (wire[0], wire[1]) if wire else (api, body)
         try:
             if state.calls >= limits.max_calls_per_rollout:
                 raise LimitExceeded(
@@ -141,16 +200,20 @@ class Proxy:
 
     async def _answer(self, state: RolloutState, api: ApiKind, plan: dialect.Plan, data: bytes, version: int,
                       engine: Engine, t0: float, rec_api: ApiKind, rec_body: dict,
-                      wire: tuple[ApiKind, dict] | None) -> Response:
+                      wire: tuple[ApiKind, dict, Translation] | None) -> Response:
         """Record a complete engine answer, then give it to the harness."""
         out = orjson.loads(data)
         prompt, choices = dialect.extract(api, out)
         call = self._call(state, rec_api, rec_body, plan, prompt, choices, out.get("policy_version", version),
                           engine, t0)
         model = rec_body.get("model") or self.config.model_name
+        events = b""
         if wire is not None:
-            out = WIRE[rec_api].from_chat(out, model, rec_body)
-            call.response = out
+            enc = encoder(rec_api, model, rec_body, wire[2])
+            events = encode_complete(enc, out)
+            out = call.response = enc.result()
+            if wire[2].notes:
+                call.sampling = {**call.sampling, "adjusted": wire[2].notes}
         else:
             out["model"] = model
             call.response = dialect.strip(out, plan.want_logprobs, plan.want_token_ids)
@@ -160,9 +223,11 @@ class Proxy:
             self.registry.mark_closed(state.id)
             return RolloutClosedError(str(exc)).response()
         self._account(state, prompt, choices)
+        if rec_api == ApiKind.RESPONSES and wire is not None:
+            self.remember_response(state, wire[2], out)
         headers = {"x-harnessrl-call-index": str(index)}
         if wire is not None and rec_body.get("stream"):
-            return Response(WIRE[rec_api].as_events(out), media_type="text/event-stream", headers=headers)
+            return Response(events, media_type="text/event-stream", headers=headers)
         return Response(orjson.dumps(out), media_type="application/json", headers=headers)
 
     # -- engine selection with failover ------------------------------------------------------------------
@@ -198,6 +263,8 @@ class Proxy:
             data = await resp.read()
             resp.release()
             engine.outstanding -= 1
+            if resp.status == 400 and fit_context(plan, data):
+                continue  # served with what the context has room for (recorded in the plan's sampling)
             if resp.status in RETRY_STATUSES:
                 tried.add(engine)
                 last = f"{engine.id}: HTTP {resp.status} {data[:200]!r}"
@@ -244,6 +311,31 @@ class Proxy:
             self.registry.mark_closed(state.id)
             return RolloutClosedError(str(closed)).response()
         return exc.response()
+
+
+_WINDOW = re.compile(rb"maximum context length is (\d+)")
+_PROMPT = re.compile(rb"\((\d+) in the (?:messages|prompt)|has (\d+) input tokens|prompt has (\d+) tokens"
+                     rb"|prompt \(length (\d+)\)")
+
+
+def fit_context(plan: dialect.Plan, data: bytes) -> bool:
+    """After an engine's context-length refusal: lower ``max_tokens`` to what the context has room for
+    and return True (ask again), or raise a clear error when the prompt alone does not fit."""
+    window, prompt = _WINDOW.search(data), _PROMPT.search(data)
+    if window is None or prompt is None:
+        return False
+    size, plen = int(window.group(1)), int(next(g for g in prompt.groups() if g))
+    room = size - plen
+    if room < 1:
+        raise LimitExceeded(
+            f"the prompt has {plen} tokens but the model's context is {size} tokens, which leaves no room for "
+            "an answer; shorten the conversation or serve a model with a longer context",
+            code="context_length_exceeded")
+    if plan.upstream.get("max_tokens", 0) <= room:
+        return False  # not a max_tokens problem: pass the engine's own error on
+    plan.sampling.setdefault("max_tokens_requested", plan.upstream.get("max_tokens"))
+    plan.upstream["max_tokens"] = plan.sampling["max_tokens"] = plan.max_tokens = room
+    return True
 
 
 def _upstream_error(status: int, data: bytes, engine: Engine) -> UpstreamError:

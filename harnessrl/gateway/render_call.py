@@ -28,7 +28,7 @@ _COPY = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequenc
 
 
 async def render_call(proxy: Proxy, state: RolloutState, body: dict, plan: dialect.Plan, t0: float,
-                      wire: tuple[ApiKind, dict] | None = None) -> Response:
+                      wire: tuple[ApiKind, dict, Any] | None = None) -> Response:
     """Serve a chat ``body`` token-exactly; ``wire`` as in ``Proxy._serve`` (Anthropic / Responses)."""
     renderer = proxy.renderer
     if renderer is None:
@@ -62,10 +62,11 @@ async def render_call(proxy: Proxy, state: RolloutState, body: dict, plan: diale
 
 async def _complete(proxy: Proxy, renderer: Any, state: RolloutState, body: dict, plan: dialect.Plan,
                     rendered: Any, comp_plan: dialect.Plan, version: int, t0: float,
-                    wire: tuple[ApiKind, dict] | None) -> Response:
-    from harnessrl.gateway.proxy import WIRE
+                    wire: tuple[ApiKind, dict, Any] | None) -> Response:
+    from harnessrl.gateway.apis import encode_complete
+    from harnessrl.gateway.proxy import encoder
 
-    rec_api, rec_body = wire or (ApiKind.CHAT, body)
+    rec_api, rec_body = (wire[0], wire[1]) if wire else (ApiKind.CHAT, body)
     engine = None
     try:
         engine, resp = await proxy.open(state.id, ApiKind.COMPLETIONS, comp_plan)
@@ -96,12 +97,16 @@ async def _complete(proxy: Proxy, renderer: Any, state: RolloutState, body: dict
                 "model": model, "choices": choices,
                 "usage": {"prompt_tokens": len(prompt), "completion_tokens": n_out,
                           "total_tokens": len(prompt) + n_out}}
+    events = b""
     if wire is not None:
-        resp_obj = WIRE[rec_api].from_chat(resp_obj, model, rec_body)
+        enc = encoder(rec_api, model, rec_body, wire[2])
+        events = encode_complete(enc, resp_obj)
+        resp_obj = enc.result()
+    sampling = {**plan.sampling, "adjusted": wire[2].notes} if wire is not None and wire[2].notes else plan.sampling
     call = NewCall(rollout_id=state.id, api=rec_api, status=CallStatus.OK, request=rec_body, response=resp_obj,
                    prompt_token_ids=prompt, choices=tokens_lp,
                    policy_version=int(out.get("policy_version", version)), requested_model=rec_body.get("model"),
-                   sampling=plan.sampling, engine_id=engine.id if engine else None,
+                   sampling=sampling, engine_id=engine.id if engine else None,
                    latency_s=time.perf_counter() - t0, fidelity=rendered.fidelity,
                    fidelity_reason=rendered.fidelity_reason)
     try:
@@ -110,9 +115,11 @@ async def _complete(proxy: Proxy, renderer: Any, state: RolloutState, body: dict
         proxy.registry.mark_closed(state.id)
         return RolloutClosedError(str(exc)).response()
     proxy._account(state, [], tokens_lp)
+    if wire is not None and rec_api == ApiKind.RESPONSES:
+        proxy.remember_response(state, wire[2], resp_obj)
     headers = {"x-harnessrl-call-index": str(index)}
     if wire is not None and rec_body.get("stream"):
-        return Response(WIRE[rec_api].as_events(resp_obj), media_type="text/event-stream", headers=headers)
+        return Response(events, media_type="text/event-stream", headers=headers)
     if wire is None and plan.stream:
         return Response(_as_sse(resp_obj, body), media_type="text/event-stream", headers=headers)
     return Response(orjson.dumps(resp_obj), media_type="application/json", headers=headers)

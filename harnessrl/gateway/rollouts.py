@@ -50,6 +50,8 @@ class RolloutState:
     #: Sampling parameters pinned for this rollout by whoever created it (e.g. greedy for evaluation);
     #: they override the harness's own and the gateway-wide ``pinned_sampling``.
     sampling: dict[str, Any] = field(default_factory=dict)
+    #: Responses API answers by id -> the chat conversation they end (for ``previous_response_id``).
+    responses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class RolloutRegistry:
@@ -87,6 +89,7 @@ class RolloutRegistry:
         if state is not None:
             state.closed = True
             state.history.clear()
+            state.responses.clear()
 
     async def _load(self, rollout_id: str) -> RolloutState:
         fut = self._loading.get(rollout_id)

@@ -63,24 +63,26 @@ def test_bad_input_is_4xx_and_writes_nothing(make_gateway):
     assert post(gw, r.id, key=r.api_key, json=CHAT).status_code == 200  # still serving
 
 
-def test_limits_are_recorded_4xx(make_gateway):
+def test_limits_clamp_and_budgets_are_recorded_4xx(make_gateway):
     gw = make_gateway(limits=GatewayLimits(max_tokens_per_call=32, max_calls_per_rollout=3,
                                            max_tokens_per_rollout=25))
     r = gw.rollout()
     c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
-    with pytest.raises(openai.BadRequestError, match="exceeds this gateway's cap"):
-        c.chat.completions.create(model="m", messages=CHAT["messages"], max_tokens=100)
-    ok = c.chat.completions.create(model="m", messages=CHAT["messages"])  # no max_tokens: capped at 32
+    # more than the cap (and the budget) allows is served with the lower limit, requested vs granted recorded
+    ok = c.chat.completions.create(model="m", messages=CHAT["messages"], max_tokens=100)
     assert ok.choices[0].finish_reason == "stop"  # 17 tokens used, 8 left
-    ok2 = c.chat.completions.create(model="m", messages=CHAT["messages"], max_tokens=32)
+    first = gw.store.get_calls(r.id)[0]
+    assert first.sampling["max_tokens"] == 25 and first.sampling["max_tokens_requested"] == 100
+    ok2 = c.chat.completions.create(model="m", messages=CHAT["messages"])  # no max_tokens: what is left
     assert ok2.choices[0].finish_reason == "length"  # clamped to the rollout's remaining 8 tokens
     calls = gw.store.get_calls(r.id)
-    assert len(calls[2].completion_token_ids) == 8 and calls[2].sampling["max_tokens"] == 8
+    assert len(calls[1].completion_token_ids) == 8 and calls[1].sampling["max_tokens"] == 8
+    assert "max_tokens_requested" not in calls[1].sampling
     with pytest.raises(openai.BadRequestError, match="token budget"):
         c.chat.completions.create(model="m", messages=CHAT["messages"])
     calls = gw.store.get_calls(r.id)
-    assert [x.status for x in calls] == [CallStatus.ERROR, CallStatus.OK, CallStatus.OK, CallStatus.ERROR]
-    assert "max_tokens_per_call" in calls[0].error and "rollout_token_budget" in calls[3].error
+    assert [x.status for x in calls] == [CallStatus.OK, CallStatus.OK, CallStatus.ERROR]
+    assert "rollout_token_budget" in calls[2].error
     gw2 = make_gateway(limits=GatewayLimits(max_calls_per_rollout=2))
     r2 = gw2.rollout()
     c2 = openai.OpenAI(base_url=r2.base_url, api_key=r2.api_key, max_retries=0)

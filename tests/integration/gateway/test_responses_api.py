@@ -41,7 +41,7 @@ def test_responses_text_tools_stream(gw):
     assert truncated.status == "incomplete" and truncated.incomplete_details.reason == "max_output_tokens"
 
 
-def test_responses_refuses_previous_response_id(gw):
+def test_responses_unknown_previous_response_id_is_a_clear_400(gw):
     r = gw.rollout()
     c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
     with pytest.raises(openai.BadRequestError, match="previous_response_id"):

@@ -1,0 +1,105 @@
+"""What every API translation module shares: the translated request and small typed readers.
+
+A translation module turns one API's request into the internal request (an OpenAI chat body, the
+engine's own dialect) plus ``notes`` -- what was adapted to serve it (fields ignored, hosted tools
+dropped, tool groups flattened) -- which the gateway records with the call. It never touches budgets,
+pausing or the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harnessrl.gateway.errors import BadRequest
+
+#: Prefix of the flat name a tool group's tool gets ("<group>__<tool>", as Codex flattens namespaces).
+GROUP_SEP = "__"
+
+
+@dataclass(slots=True)
+class ToolName:
+    """How a flat function name the policy sees maps back to what the harness declared."""
+
+    name: str
+    namespace: str | None = None
+    kind: str = "function"  # "function", or "custom" (free-form input: one string argument "input")
+
+
+@dataclass(slots=True)
+class Translation:
+    """One harness request in the internal (chat) form, with what was adapted to serve it."""
+
+    chat: dict[str, Any]
+    notes: dict[str, Any] = field(default_factory=dict)
+    names: dict[str, ToolName] = field(default_factory=dict)
+
+    def note(self, key: str, value: Any) -> None:
+        """Add ``value`` to the list under ``key`` (once)."""
+        items = self.notes.setdefault(key, [])
+        if value not in items:
+            items.append(value)
+
+
+def kind(obj: dict[str, Any], default: str | None = None) -> str | None:
+    """An object's ``type`` when it is a string (anything else reads as an unknown kind)."""
+    value = obj.get("type", default)
+    return value if isinstance(value, str) or value is None else repr(value)[:40]
+
+
+def flat_name(namespace: str, name: str) -> str:
+    return f"{namespace.rstrip('_')}{GROUP_SEP}{name.lstrip('_')}"
+
+
+def expect_dict(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise BadRequest(f"{where} must be an object, not {type(value).__name__}")
+    return value
+
+
+def expect_list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise BadRequest(f"{where} must be a list, not {type(value).__name__}")
+    return value
+
+
+def expect_str(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise BadRequest(f"{where} must be a string, not {type(value).__name__}")
+    return value
+
+
+def optional_number(body: dict[str, Any], key: str) -> float | int | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise BadRequest(f"'{key}' must be a number")
+    return v
+
+
+def optional_int(body: dict[str, Any], key: str, minimum: int = 1) -> int | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if type(v) is not int or v < minimum:
+        raise BadRequest(f"'{key}' must be an integer >= {minimum}")
+    return v
+
+
+def json_schema(value: Any, where: str) -> dict[str, Any]:
+    """A tool's parameter schema: an object, or the empty object schema when absent."""
+    if value is None:
+        return {"type": "object", "properties": {}}
+    return expect_dict(value, where)
+
+
+def unsupported_media(kind: str, where: str) -> BadRequest:
+    return BadRequest(
+        f"{where}: content of type {kind!r} cannot be served: the policy behind this gateway reads text "
+        "only. Remove the image/document (or describe it in text) and retry.", code="unsupported_content")
+
+
+#: Content types that carry media a text-only policy cannot read.
+MEDIA_TYPES = frozenset({"image", "document", "input_image", "input_file", "input_audio", "image_url",
+                         "file", "audio", "video"})

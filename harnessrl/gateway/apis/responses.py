@@ -1,0 +1,383 @@
+"""The OpenAI Responses API as a translation to and from the internal chat request.
+
+``openai-agents`` and Codex call ``/v1/responses``. ``to_chat`` turns input items (messages, function and
+custom tool calls and their outputs, reasoning) into chat messages. Tool groups (``namespace``) are
+flattened into function tools named ``<group>__<tool>`` and their calls mapped back to the group and name
+the harness declared; free-form ``custom`` tools become functions of one string argument ``input``;
+hosted tools the policy cannot run (``web_search``, ``file_search``, ``code_interpreter``, ...) are left
+out and noted. ``previous_response_id`` continues a conversation the gateway kept in memory (the caller
+passes its messages in). ``ResponseEncoder`` turns chat deltas into the Responses event stream as they
+arrive and builds the complete response object from the same deltas.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from harnessrl.gateway.apis.base import (
+    MEDIA_TYPES,
+    ToolName,
+    Translation,
+    expect_dict,
+    expect_list,
+    expect_str,
+    flat_name,
+    json_schema,
+    optional_int,
+    optional_number,
+    unsupported_media,
+)
+from harnessrl.gateway.apis.base import (
+    kind as _kind,
+)
+from harnessrl.gateway.errors import BadRequest
+
+_USED = frozenset({"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools",
+                   "tool_choice", "parallel_tool_calls", "stream", "previous_response_id"})
+_TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal"})
+_CUSTOM_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+
+
+def _text(content: Any, where: str, t: Translation) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    out = []
+    for j, part in enumerate(expect_list(content, f"{where}.content")):
+        part = expect_dict(part, f"{where}.content[{j}]")
+        kind = _kind(part)
+        if kind in _TEXT_PARTS:
+            out.append(expect_str(part.get("text", part.get("refusal", "")), f"{where}.content[{j}].text"))
+        elif kind in MEDIA_TYPES:
+            raise unsupported_media(str(kind), f"{where}.content[{j}]")
+        else:
+            t.note("ignored_parts", str(kind))
+    return "".join(out)
+
+
+def _call_name(item: dict[str, Any], where: str) -> str:
+    name = expect_str(item.get("name", ""), f"{where}.name")
+    ns = item.get("namespace")
+    return flat_name(expect_str(ns, f"{where}.namespace"), name) if ns else name
+
+
+def _assistant_call(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:
+    last = messages[-1] if messages else None
+    if last is not None and last["role"] == "assistant" and "tool_call_id" not in last:
+        last.setdefault("tool_calls", []).append(call)  # text and calls of one turn stay one message
+    else:
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def _items(items: list[Any], t: Translation) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        item = expect_dict(item, where)
+        kind = _kind(item, "message")
+        if kind == "message":
+            role = item.get("role")
+            if role not in ("user", "assistant", "system", "developer"):
+                raise BadRequest(f"{where}: role must be user, assistant, system or developer, not {role!r}")
+            messages.append({"role": "system" if role == "developer" else role,
+                             "content": _text(item.get("content"), where, t)})
+        elif kind in ("function_call", "custom_tool_call"):
+            if kind == "function_call":
+                args = expect_str(item.get("arguments") or "", f"{where}.arguments")
+            else:
+                args = orjson.dumps({"input": expect_str(item.get("input") or "", f"{where}.input")}).decode()
+            _assistant_call(messages, {"id": expect_str(item.get("call_id", ""), f"{where}.call_id"),
+                                       "type": "function",
+                                       "function": {"name": _call_name(item, where), "arguments": args}})
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            output = item.get("output")
+            messages.append({"role": "tool", "tool_call_id": expect_str(item.get("call_id", ""), f"{where}.call_id"),
+                             "content": output if isinstance(output, str) else _text(output, where, t)})
+        elif kind in MEDIA_TYPES:
+            raise unsupported_media(str(kind), where)
+        else:  # reasoning (not shown again), hosted-tool calls, item references, ...
+            t.note("ignored_items", str(kind))
+    return messages
+
+
+def _tools(tools: Any, t: Translation) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+
+    def add(tool: dict[str, Any], where: str, namespace: str | None) -> None:
+        kind = _kind(tool, "function")
+        name = expect_str(tool.get("name"), f"{where}.name")
+        flat = flat_name(namespace, name) if namespace else name
+        desc = tool.get("description") or ""
+        if kind == "function":
+            params = json_schema(tool.get("parameters"), f"{where}.parameters")
+        elif kind == "custom":  # free-form input (e.g. a patch in a grammar): one string argument
+            params = _CUSTOM_SCHEMA
+            fmt = tool.get("format")
+            if isinstance(fmt, dict) and isinstance(fmt.get("definition"), str):
+                desc = f"{desc}\n\nThe `input` argument follows this {fmt.get('syntax', '')} grammar:\n" \
+                       f"{fmt['definition']}"
+        else:
+            t.note("dropped_tools", f"{namespace}.{name}" if namespace else name)
+            return
+        t.names[flat] = ToolName(name=name, namespace=namespace, kind=kind)
+        out.append({"type": "function", "function": {
+            "name": flat, "description": expect_str(desc, f"{where}.description"), "parameters": params}})
+
+    for k, tool in enumerate(expect_list(tools, "'tools'")):
+        where = f"tools[{k}]"
+        tool = expect_dict(tool, where)
+        kind = _kind(tool, "function")
+        if kind in ("function", "custom"):
+            add(tool, where, None)
+        elif kind == "namespace":
+            ns = expect_str(tool.get("name"), f"{where}.name")
+            for j, sub in enumerate(expect_list(tool.get("tools") or [], f"{where}.tools")):
+                add(expect_dict(sub, f"{where}.tools[{j}]"), f"{where}.tools[{j}]", ns)
+            t.note("flattened_groups", ns)
+        else:  # hosted tools: web_search, file_search, code_interpreter, computer_use, mcp, local_shell, ...
+            t.note("dropped_tools", str(kind))
+    return out
+
+
+def to_chat(body: Any, previous: list[dict[str, Any]] | None = None) -> Translation:
+    """The chat request equivalent to a Responses body. ``previous``: the messages of the conversation
+    ``previous_response_id`` names (the caller looks it up; the instructions are not carried over)."""
+    body = expect_dict(body, "the request body")
+    t = Translation(chat={})
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if not isinstance(items, list) or (not items and not previous):
+        raise BadRequest("'input' is required: a string or a non-empty list of items")
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise BadRequest("'model' must be a string")
+    messages: list[dict[str, Any]] = []
+    instructions = body.get("instructions")
+    if instructions:
+        messages.append({"role": "system", "content": expect_str(instructions, "'instructions'")})
+    conversation = list(previous or ()) + _items(items, t)
+    t.notes["conversation_start"] = len(messages)
+    chat: dict[str, Any] = {"model": model, "messages": messages + conversation}
+    max_out = optional_int(body, "max_output_tokens")
+    if max_out is not None:
+        chat["max_tokens"] = max_out
+    for key in ("temperature", "top_p"):
+        if optional_number(body, key) is not None:
+            chat[key] = body[key]
+    if body.get("tools"):
+        tools = _tools(body["tools"], t)
+        if tools:
+            chat["tools"] = tools
+    choice = body.get("tool_choice")
+    if "tools" in chat and choice is not None:
+        if isinstance(choice, str):
+            if choice not in ("auto", "none", "required"):
+                raise BadRequest("tool_choice must be 'auto', 'none', 'required' or an object")
+            chat["tool_choice"] = choice
+        elif isinstance(choice, dict) and _kind(choice) in ("function", "custom"):
+            name = expect_str(choice.get("name"), "tool_choice.name")
+            chat["tool_choice"] = {"type": "function", "function": {"name": name}}
+        else:
+            t.note("ignored_fields", "tool_choice")
+    if "tools" in chat and isinstance(body.get("parallel_tool_calls"), bool):
+        chat["parallel_tool_calls"] = body["parallel_tool_calls"]
+    if "stream" in body:
+        if not isinstance(body["stream"], bool):
+            raise BadRequest("'stream' must be true or false")
+    ignored = sorted(k for k in body if k not in _USED)
+    if ignored:
+        t.notes["ignored_fields"] = sorted({*t.notes.get("ignored_fields", []), *ignored})
+    t.chat = chat
+    return t
+
+
+def _event(data: dict[str, Any]) -> bytes:
+    return b"event: " + data["type"].encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+class ResponseEncoder:
+    """Chat deltas in, Responses events out; ``result()`` is the object they add up to."""
+
+    def __init__(self, model: str, body: dict[str, Any], names: dict[str, ToolName]) -> None:
+        self.id = f"resp_{uuid.uuid4().hex}"
+        self.model, self.body, self.names = model, body, names
+        self.created = int(time.time())
+        self.output: list[dict[str, Any]] = []
+        self._open: str | None = None
+        self._tools: dict[int, int] = {}  # chat tool-call index -> output index
+        self._seq = 0
+        self.status = "in_progress"
+        self.usage: dict[str, Any] | None = None
+
+    def _ev(self, data: dict[str, Any]) -> bytes:
+        data["sequence_number"] = self._seq
+        self._seq += 1
+        return _event(data)
+
+    def _obj(self) -> dict[str, Any]:
+        b = self.body
+        length = self.status == "incomplete"
+        return {"id": self.id, "object": "response", "created_at": self.created, "status": self.status,
+                "incomplete_details": {"reason": "max_output_tokens"} if length else None,
+                "error": None, "model": self.model, "output": self.output,
+                "instructions": b.get("instructions"), "max_output_tokens": b.get("max_output_tokens"),
+                "metadata": b.get("metadata") if isinstance(b.get("metadata"), dict) else {},
+                "parallel_tool_calls": b.get("parallel_tool_calls", True),
+                "previous_response_id": b.get("previous_response_id"),
+                "temperature": b.get("temperature"), "top_p": b.get("top_p"),
+                "tool_choice": b.get("tool_choice", "auto"),
+                "tools": b.get("tools") if isinstance(b.get("tools"), list) else [],
+                "text": {"format": {"type": "text"}}, "truncation": "disabled", "store": b.get("store", True),
+                "usage": self.usage}
+
+    def start(self, input_tokens: int) -> bytes:
+        start = {**self._obj(), "output": []}
+        return self._ev({"type": "response.created", "response": start}) + \
+            self._ev({"type": "response.in_progress", "response": start})
+
+    def _close(self) -> bytes:
+        kind, self._open = self._open, None
+        if kind is None:
+            return b""
+        i = len(self.output) - 1
+        item = self.output[i]
+        item["status"] = "completed"
+        out = b""
+        if kind == "message":
+            part = item["content"][0]
+            ids = {"item_id": item["id"], "output_index": i, "content_index": 0}
+            out += self._ev({"type": "response.output_text.done", **ids, "text": part["text"], "logprobs": []})
+            out += self._ev({"type": "response.content_part.done", **ids, "part": part})
+        elif kind == "reasoning":
+            part = item["content"][0]
+            ids = {"item_id": item["id"], "output_index": i, "content_index": 0}
+            out += self._ev({"type": "response.reasoning_text.done", **ids, "text": part["text"]})
+        elif kind == "function_call":
+            self._map_back(item)
+            if item["type"] == "function_call":
+                out += self._ev({"type": "response.function_call_arguments.done", "item_id": item["id"],
+                                 "output_index": i, "arguments": item["arguments"]})
+            else:  # a custom tool's call is announced once complete (its input is not JSON)
+                out += self._ev({"type": "response.output_item.added", "output_index": i,
+                                 "item": {**item, "input": "", "status": "in_progress"}})
+        return out + self._ev({"type": "response.output_item.done", "output_index": i, "item": item})
+
+    def _map_back(self, item: dict[str, Any]) -> None:
+        """The harness's own name (and group) for a call of a flattened or custom tool."""
+        tn = self.names.get(item["name"])
+        if tn is None:
+            return
+        item["name"] = tn.name
+        if tn.namespace:
+            item["namespace"] = tn.namespace
+        if tn.kind == "custom":
+            try:
+                value = orjson.loads(item["arguments"] or "{}")
+                text = value.get("input") if isinstance(value, dict) else None
+            except orjson.JSONDecodeError:
+                text = None
+            item["type"] = "custom_tool_call"
+            item["input"] = text if isinstance(text, str) else item["arguments"]
+            del item["arguments"]
+
+    def _begin(self, kind: str, item: dict[str, Any]) -> bytes:
+        out = self._close()
+        self.output.append(item)
+        self._open = kind
+        i = len(self.output) - 1
+        if kind == "message":
+            out += self._ev({"type": "response.output_item.added", "output_index": i,
+                             "item": {**item, "content": []}})
+            out += self._ev({"type": "response.content_part.added", "item_id": item["id"], "output_index": i,
+                             "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}})
+        elif kind == "reasoning":
+            out += self._ev({"type": "response.output_item.added", "output_index": i,
+                             "item": {**item, "content": []}})
+        elif self.names.get(item["name"], ToolName("")).kind != "custom":
+            shown = {**item}
+            tn = self.names.get(item["name"])
+            if tn is not None:
+                shown["name"] = tn.name
+                if tn.namespace:
+                    shown["namespace"] = tn.namespace
+            out += self._ev({"type": "response.output_item.added", "output_index": i, "item": shown})
+        return out
+
+    def feed(self, delta: dict[str, Any]) -> bytes:
+        out = b""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if isinstance(reasoning, str) and reasoning:
+            if self._open != "reasoning":
+                out += self._begin("reasoning", {"type": "reasoning", "id": f"rs_{uuid.uuid4().hex}",
+                                                 "summary": [], "status": "in_progress",
+                                                 "content": [{"type": "reasoning_text", "text": ""}]})
+            item = self.output[-1]
+            item["content"][0]["text"] += reasoning
+            out += self._ev({"type": "response.reasoning_text.delta", "item_id": item["id"],
+                             "output_index": len(self.output) - 1, "content_index": 0, "delta": reasoning})
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            if self._open != "message":
+                out += self._begin("message", {
+                    "type": "message", "id": f"msg_{uuid.uuid4().hex}", "status": "in_progress",
+                    "role": "assistant", "content": [{"type": "output_text", "text": "", "annotations": []}]})
+            item = self.output[-1]
+            item["content"][0]["text"] += text
+            out += self._ev({"type": "response.output_text.delta", "item_id": item["id"],
+                             "output_index": len(self.output) - 1, "content_index": 0, "delta": text,
+                             "logprobs": []})
+        for k, tc in enumerate(delta.get("tool_calls") or ()):
+            idx = tc.get("index", k)
+            fn = tc.get("function") or {}
+            if idx not in self._tools:
+                item = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex}",
+                        "call_id": tc.get("id") or f"call_{uuid.uuid4().hex[:24]}", "name": fn.get("name") or "",
+                        "arguments": "", "status": "in_progress"}
+                out += self._begin("function_call", item)
+                self._tools[idx] = len(self.output) - 1
+            i = self._tools[idx]
+            item = self.output[i]
+            if fn.get("arguments"):
+                item["arguments"] += fn["arguments"]
+                if i == len(self.output) - 1 and self.names.get(item["name"], ToolName("")).kind != "custom":
+                    out += self._ev({"type": "response.function_call_arguments.delta", "item_id": item["id"],
+                                     "output_index": i, "delta": fn["arguments"]})
+        return out
+
+    def finish(self, finish_reason: str | None, stop_string: Any, input_tokens: int, output_tokens: int) -> bytes:
+        out = self._close()
+        self.status = "incomplete" if finish_reason == "length" else "completed"
+        self.usage = {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                      "total_tokens": input_tokens + output_tokens, "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}}
+        kind = "response.incomplete" if self.status == "incomplete" else "response.completed"
+        return out + self._ev({"type": kind, "response": self._obj()})
+
+    def result(self) -> dict[str, Any]:
+        return self._obj()
+
+    def error_event(self, message: str, code: str = "server_error") -> bytes:
+        self.status = "failed"
+        obj = {**self._obj(), "error": {"code": code, "message": message}}
+        return self._ev({"type": "response.failed", "response": obj})
+
+
+def conversation(chat: dict[str, Any], start: int, response: dict[str, Any]) -> list[dict[str, Any]]:
+    """The chat messages a later ``previous_response_id`` continues: this request's conversation (without
+    its instructions) and the answer's output as an assistant message."""
+    msgs = list(chat["messages"][start:])
+    text = "".join(p.get("text", "") for o in response["output"] if o["type"] == "message" for p in o["content"])
+    calls = []
+    for o in response["output"]:
+        if o["type"] in ("function_call", "custom_tool_call"):
+            name = flat_name(o["namespace"], o["name"]) if o.get("namespace") else o["name"]
+            args = o["arguments"] if o["type"] == "function_call" else orjson.dumps({"input": o["input"]}).decode()
+            calls.append({"id": o["call_id"], "type": "function", "function": {"name": name, "arguments": args}})
+    msg: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        msg["tool_calls"] = calls
+    return [*msgs, msg]

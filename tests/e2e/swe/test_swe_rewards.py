@@ -39,6 +39,7 @@ command = ["{sys.executable}", "{HERE / 'scripted_agent.py'}"]
 concurrency = 4
 timeout_s = 60
 keep_workdirs = "all"
+sandbox_read_only = ["{SWE / 'tasks/slugify/solution'}"]  # the scripted agent copies the fix from there
 [rewards]
 verifier = ["{sys.executable}", "{SWE / 'verify.py'}"]
 """)

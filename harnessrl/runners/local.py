@@ -220,12 +220,17 @@ class LocalRunner(Runner):
             raise ProcessStartError(f"could not start {spec.command[0]!r} in {workdir}: {exc}") from None
         bridge, relay = None, None
         gateway = gateway_port(spec.env)
-        if gateway is not None:
-            bridge = GatewayBridge(*gateway)
-            relay = (gateway[1], await bridge.start())
-        hidden = [spec.assets.hidden_dir] if spec.assets.hidden_dir is not None else []
-        argv = self.sandbox.argv(spec.command, workdir=workdir, read_only=[input_file], hide=hidden,
-                                 home=env.get("HOME"), relay=relay)
+        try:
+            if gateway is not None:
+                bridge = GatewayBridge(*gateway)
+                relay = (gateway[1], await bridge.start())
+            hidden = [spec.assets.hidden_dir] if spec.assets.hidden_dir is not None else []
+            argv = self.sandbox.argv(spec.command, workdir=workdir, read_only=[input_file], hide=hidden,
+                                     home=env.get("HOME"), relay=relay)
+        except BaseException:
+            if bridge is not None:
+                await bridge.aclose()
+            raise
         return argv, sandbox_env(env), bridge
 
     async def release(self, result: AttemptResult) -> None:

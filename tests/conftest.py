@@ -8,3 +8,5 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # litellm fetches a price list from the internet at import unless told to use its bundled copy.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from skip_policy import pytest_configure  # noqa: E402, F401  (tests/ is on sys.path: CI fails on unlisted skips)

@@ -22,6 +22,8 @@ class CaptureProxy:
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream.rstrip("/")
         self.captured: list[dict[str, Any]] = []
+        #: seam: ``rewrite(path, body) -> body`` changes a JSON body before it is forwarded (not captured)
+        self.rewrite: Any = None
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -42,6 +44,8 @@ class CaptureProxy:
         entry: dict[str, Any] = {"method": scope["method"], "path": path,
                                  "headers": {k.decode(): v.decode() for k, v in headers}, "body": parsed}
         self.captured.append(entry)
+        if self.rewrite is not None and isinstance(parsed, dict):
+            body = orjson.dumps(self.rewrite(scope["path"], parsed))
         async with httpx.AsyncClient(timeout=600) as client:
             req = client.build_request(scope["method"], self.upstream + path, headers=headers, content=body)
             resp = await client.send(req, stream=True)

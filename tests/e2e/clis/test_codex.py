@@ -1,0 +1,42 @@
+"""Codex CLI (npm @openai/codex, unmodified, `codex exec`) through a default gateway, over the Responses
+API: a scripted engine makes it read, patch and test greet.py of a tiny git repository with its own
+tools (``exec_command``, and ``apply_patch`` run through it, which Codex intercepts and applies itself);
+checks in ``_harness.edit_and_train``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ._harness import Stack, edit_and_train, require_cli
+
+require_cli("codex")
+
+PATCH = """apply_patch <<'PATCH'
+*** Begin Patch
+*** Update File: greet.py
+@@
+-    return "Hello " + name
++    {new}
+*** End Patch
+PATCH"""
+
+
+def script(new: str) -> list[dict]:
+    return [
+        {"tool": "exec_command", "arguments": {"cmd": "cat greet.py"}},
+        {"tool": "exec_command", "arguments": {"cmd": PATCH.replace("{new}", new)}},
+        {"tool": "exec_command", "arguments": {"cmd": "python3 -m unittest"}},
+        {"text": "Done: greet.py patched and the test run."},
+    ]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="the gateway refuses this CLI's requests until issue 12 item 1 lands "
+                   "(/work/notes/cli-gateway-findings.md)", strict=False)
+def test_codex_edits_a_repository_and_trains(stack: Stack, tmp_path: Path) -> None:
+    good, _ = edit_and_train(stack, "codex", script, tmp_path, agent_calls=4)
+    # Codex applied the patch itself: its own success message came back as the tool's output
+    assert "Success. Updated the following files" in str(good.calls[-1].request["input"])

@@ -6,7 +6,7 @@ runner has is here, with a default that works on a laptop. There are no hidden c
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -105,6 +105,35 @@ class KubernetesConfig(BaseModel):
         "failed",
         description="Which finished Jobs `Runner.release` leaves for the TTL to remove (for debugging); "
         "the others are deleted at once. The API-key Secret is always deleted.",
+    )
+    network_policy: bool = Field(
+        True,
+        description="Create a NetworkPolicy with each Job: no ingress, egress only to the gateway's port "
+        "(at `gateway_peers`) and DNS. Needs a CNI that enforces NetworkPolicy, and RBAC on networkpolicies.",
+    )
+    gateway_peers: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="NetworkPolicy peers of the gateway, e.g. [{podSelector = {matchLabels = {app = "
+        "'harnessrl-gateway'}}}]. Default: an ipBlock of the gateway URL's host when it is an IP address; "
+        "for a host name, any address on the gateway's port (set this to narrow it to the gateway).",
+    )
+    dns_peers: list[dict[str, Any]] = Field(
+        default_factory=lambda: [{
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+            "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+        }],
+        description="NetworkPolicy peers allowed for DNS (port 53); [] allows no DNS.",
+    )
+    harden: bool = Field(
+        True,
+        description="Every container non-root (uid 65532 unless the template sets one), read-only root "
+        "filesystem, no capabilities, no privilege escalation, RuntimeDefault seccomp; the pod gets no "
+        "service-account token. `writable_paths` become emptyDir volumes.",
+    )
+    writable_paths: list[str] = Field(
+        default_factory=lambda: ["/tmp"],
+        description="Paths mounted as emptyDir volumes in the harness container (the root filesystem is "
+        "read-only when `harden`), unless the template already mounts something there.",
     )
     creations_per_s: float = Field(5.0, gt=0, description="Job creations per second (token bucket).")
     creation_burst: int = Field(10, ge=1, description="Job creations allowed at once before the rate applies.")

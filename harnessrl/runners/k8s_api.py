@@ -90,6 +90,7 @@ class Api:
         self.client = api_client
         self.batch = k8s.client.BatchV1Api(api_client)
         self.core = k8s.client.CoreV1Api(api_client)
+        self.networking = k8s.client.NetworkingV1Api(api_client)
         self.cfg = cfg
         self._api_exception = k8s.client.ApiException
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="harnessrl-k8s")

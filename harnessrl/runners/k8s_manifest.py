@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import ipaddress
 import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -164,6 +166,8 @@ def build_objects(
         pod_spec["imagePullSecrets"] = [*(pod_spec.get("imagePullSecrets") or []), *extra]
 
     container = harness_container(job, k8s.container)
+    if k8s.harden:
+        harden(pod_spec, container, k8s.writable_paths)
     if k8s.set_command:
         container["command"] = list(spec.command)
         container.pop("args", None)
@@ -197,6 +201,100 @@ def build_objects(
             "stringData": {key: env[key] for key in secret_names},
         }
     return job, secret
+
+
+#: Set on every container when ``harden``: what a harness needs none of.
+HARDENED_CONTAINER: JsonDict = {
+    "runAsNonRoot": True,
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+#: The uid (and gid) a hardened pod runs as when the template names none (distroless's "nonroot").
+NON_ROOT_UID = 65532
+
+
+def harden(pod_spec: JsonDict, harness: JsonDict, writable_paths: list[str]) -> None:
+    """Non-root, read-only root, no capabilities, no service-account token; emptyDirs where it writes.
+
+    The template's own stricter settings stay; settings that contradict these (root, privileged) are
+    refused with the fix, rather than silently producing a pod that cannot start.
+    """
+    pod_spec["automountServiceAccountToken"] = False
+    pod_sc = pod_spec.setdefault("securityContext", {})
+    containers = [*(pod_spec.get("initContainers") or []), *pod_spec["containers"]]
+    for c in [pod_sc, *(c.get("securityContext") or {} for c in containers)]:
+        if c.get("runAsUser") == 0 or c.get("privileged"):
+            raise JobTemplateError(
+                "the job template runs a container as root or privileged, which [runner.kubernetes] harden "
+                "forbids: remove runAsUser: 0 / privileged, or set harden = false"
+            )
+    pod_sc["runAsNonRoot"] = True
+    pod_sc.setdefault("runAsUser", NON_ROOT_UID)
+    pod_sc.setdefault("runAsGroup", NON_ROOT_UID)
+    pod_sc.setdefault("fsGroup", NON_ROOT_UID)  # emptyDir volumes writable by that user
+    pod_sc.setdefault("seccompProfile", {"type": "RuntimeDefault"})
+    for c in containers:
+        sc = c.setdefault("securityContext", {})
+        sc.update(copy.deepcopy(HARDENED_CONTAINER))
+    mounted = {m.get("mountPath") for m in harness.get("volumeMounts") or []}
+    volumes = pod_spec.setdefault("volumes", [])
+    for i, path in enumerate(p for p in writable_paths if p not in mounted):
+        name = f"harnessrl-writable-{i}"
+        volumes.append({"name": name, "emptyDir": {}})
+        harness.setdefault("volumeMounts", []).append({"name": name, "mountPath": path})
+
+
+def gateway_address(spec: AttemptSpec) -> tuple[str, int]:
+    """(host, port) of the gateway in the rollout's environment."""
+    parts = urlsplit(spec.env.get("OPENAI_BASE_URL", ""))
+    if not parts.hostname:
+        raise JobTemplateError("the attempt has no gateway URL (OPENAI_BASE_URL) to allow in its NetworkPolicy")
+    return parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)
+
+
+def network_policy(config: RunnerConfig, spec: AttemptSpec, run_id: str) -> JsonDict | None:
+    """The attempt's NetworkPolicy (named like its Job): nothing in; out only to the gateway and DNS.
+
+    It selects the attempt's pod by its run and rollout labels, so attempts never share a policy.
+    """
+    k8s = config.kubernetes
+    if not k8s.network_policy:
+        return None
+    host, port = gateway_address(spec)
+    peers = list(k8s.gateway_peers)
+    if not peers:
+        try:
+            ip = ipaddress.ip_address(host)
+            peers = [{"ipBlock": {"cidr": f"{ip}/{ip.max_prefixlen}"}}]
+        except ValueError:
+            pass  # a host name: the port only (gateway_peers narrows it)
+    to_gateway: JsonDict = {"ports": [{"protocol": "TCP", "port": port}]}
+    if peers:
+        to_gateway["to"] = peers
+    egress = [to_gateway]
+    if k8s.dns_peers:
+        egress.append({"to": list(k8s.dns_peers),
+                       "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]})
+    labels = {**run_selector(run_id), ROLLOUT_LABEL: label_value(spec.rollout_id)}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": job_name(spec.rollout_id),
+            "namespace": k8s.namespace,
+            "labels": {**labels, TASK_LABEL: label_value(spec.task_id)},
+            "annotations": {RUN_ANNOTATION: run_id, ROLLOUT_ANNOTATION: spec.rollout_id,
+                            TASK_ANNOTATION: spec.task_id},
+        },
+        "spec": {
+            "podSelector": {"matchLabels": labels},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [],
+            "egress": egress,
+        },
+    }
 
 
 def is_ours(obj: Mapping[str, Any], run_id: str, rollout_id: str) -> bool:

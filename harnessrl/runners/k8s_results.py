@@ -79,8 +79,9 @@ def explain(exc: KubernetesApiError, namespace: str) -> str:
     hint = {
         422: " Fix the [runner.kubernetes] job template: Kubernetes refused the Job as invalid.",
         400: " Fix the [runner.kubernetes] job template.",
-        403: f" The credentials need create/get/list/watch/delete on jobs and secrets and get/list on "
-        f"pods and pods/log in namespace {namespace!r} (or a quota is exhausted).",
+        403: f" The credentials need create/get/list/watch/delete on jobs and secrets, create/get/patch/delete "
+        f"on networkpolicies and get/list on pods and pods/log in namespace {namespace!r} (or a quota is "
+        "exhausted).",
         404: f" Does namespace {namespace!r} exist?",
         409: " Delete it, or use another run id.",
     }.get(exc.status, "")

@@ -31,6 +31,7 @@ from harnessrl.runners.k8s_manifest import (
     is_ours,
     job_name,
     load_template,
+    network_policy,
     owner_reference,
     run_selector,
 )
@@ -58,6 +59,7 @@ class KubernetesRunner(Runner):
         self.template = load_template(self.k8s)  # a bad template fails now, not at the first attempt
         self._container = harness_container(self.template, self.k8s.container).get("name")
         self._api_client = api_client
+        self._warned_open_port = False
         self._api: Api | None = None
         self._watcher: JobWatcher | None = None
         self._slots = asyncio.Semaphore(config.concurrency)
@@ -176,7 +178,15 @@ class KubernetesRunner(Runner):
         """Create the Secret, then the Job: (job, created). A 409 on the Job gives the existing one."""
         assert self._api is not None
         job, secret = build_objects(self.config, self.template, spec, self.run_id)
+        policy = network_policy(self.config, spec, self.run_id)
         ns = self.k8s.namespace
+        if policy is not None and "to" not in policy["spec"]["egress"][0] and not self._warned_open_port:
+            self._warned_open_port = True
+            logger.warning("the gateway URL names a host, not an IP: rollout pods may reach port %s of any "
+                           "address; set [runner.kubernetes] gateway_peers to the gateway's pods",
+                           policy["spec"]["egress"][0]["ports"][0]["port"])
+        if policy is not None:  # before the Job: its pod never runs unrestricted
+            await self._create_policy(spec, name, policy)
         if secret is not None:
             try:
                 await self._api.call(
@@ -203,24 +213,27 @@ class KubernetesRunner(Runner):
         except KubernetesApiError as exc:
             if exc.status != 409:  # keep the key from outliving an attempt that never ran
                 await self._delete_secret(name)
+                await self._delete_policy(name)
                 raise
             found = await self._api.call(f"read Job {name}", self._api.batch.read_namespaced_job, name, ns)
             if not is_ours(found, self.run_id, spec.rollout_id):
                 await self._delete_secret(name)  # ours (created or checked above), the Job is not
+                await self._delete_policy(name)
                 raise KubernetesApiError(
                     409, f"a Job named {name} exists and belongs to another run or rollout"
                 ) from exc
             return found, False  # an earlier create whose answer we never got: adopt it
         owner = owner_reference(made)
-        if secret is not None and owner is not None:
-            with contextlib.suppress(KubernetesApiError):  # without it the Secret is deleted at release
-                await self._api.call(
-                    f"own Secret {name}",
-                    self._api.core.patch_namespaced_secret,
-                    name,
-                    ns,
-                    {"metadata": {"ownerReferences": [owner]}},
-                )
+        if owner is not None:  # garbage-collected with the Job (its TTL) if harnessrl never gets to it
+            owned = {"metadata": {"ownerReferences": [owner]}}
+            if secret is not None:
+                with contextlib.suppress(KubernetesApiError):  # without it the Secret is deleted at release
+                    await self._api.call(f"own Secret {name}", self._api.core.patch_namespaced_secret,
+                                         name, ns, owned)
+            if policy is not None:
+                with contextlib.suppress(KubernetesApiError):
+                    await self._api.call(f"own NetworkPolicy {name}",
+                                         self._api.networking.patch_namespaced_network_policy, name, ns, owned)
         logger.info("rollout %s: created Job %s/%s", spec.rollout_id, ns, name)
         return made, True
 
@@ -323,6 +336,34 @@ class KubernetesRunner(Runner):
             if exc.status != 404:
                 logger.warning("could not delete Job %s: %s", name, exc)
         await self._delete_secret(name)
+        await self._delete_policy(name)
+
+    async def _create_policy(self, spec: AttemptSpec, name: str, policy: JsonDict) -> None:
+        """Create the attempt's NetworkPolicy; one of ours left by an earlier try is kept (same rules)."""
+        assert self._api is not None
+        ns = self.k8s.namespace
+        try:
+            await self._api.call(f"create NetworkPolicy {name}",
+                                 self._api.networking.create_namespaced_network_policy, ns, policy)
+        except KubernetesApiError as exc:
+            if exc.status != 409:
+                raise
+            found = await self._api.call(f"read NetworkPolicy {name}",
+                                         self._api.networking.read_namespaced_network_policy, name, ns)
+            if not is_ours(found, self.run_id, spec.rollout_id):
+                raise KubernetesApiError(
+                    409, f"a NetworkPolicy named {name} exists and belongs to another run or rollout"
+                ) from exc
+
+    async def _delete_policy(self, name: str) -> None:
+        if self._api is None or not self.k8s.network_policy:
+            return
+        try:
+            await self._api.call(f"delete NetworkPolicy {name}",
+                                 self._api.networking.delete_namespaced_network_policy, name, self.k8s.namespace)
+        except KubernetesApiError as exc:
+            if exc.status != 404:
+                logger.warning("could not delete NetworkPolicy %s: %s", name, exc)
 
     async def _delete_secret(self, name: str) -> None:
         if self._api is None or not self.k8s.api_key_secret:

@@ -26,6 +26,7 @@ NS = "ns1"
 JOBS = f"/apis/batch/v1/namespaces/{NS}/jobs"
 PODS = f"/api/v1/namespaces/{NS}/pods"
 SECRETS = f"/api/v1/namespaces/{NS}/secrets"
+POLICIES = f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
 GW = "http://gateway.harnessrl.svc:8000"
 
 

@@ -17,6 +17,7 @@ from harnessrl.runners.k8s_manifest import (
     job_name,
     label_value,
     load_template,
+    network_policy,
 )
 from harnessrl.runners.k8s_status import classify
 from harnessrl.types import FailureKind, RolloutStatus
@@ -108,3 +109,45 @@ def test_oom_killed_is_the_agents_with_its_reason() -> None:
     assert (
         out.failure_kind is FailureKind.AGENT and out.exit_code == 137 and "OOMKilled" in (out.reason or "")
     )
+
+
+def _spec(config: RunnerConfig, gateway: str = GW):
+    return make_attempt_spec(config, rollout_id="r1", task_id="t1", task_input={}, gateway_url=gateway,
+                             api_key="k")
+
+
+def test_network_policy_peers_ip_gateway_and_switches() -> None:
+    config = RunnerConfig(kind="kubernetes")
+    egress = network_policy(config, _spec(config, "http://10.0.3.7:8400"), "run")["spec"]["egress"]
+    assert egress[0] == {"ports": [{"protocol": "TCP", "port": 8400}], "to": [{"ipBlock": {"cidr": "10.0.3.7/32"}}]}
+    peers = [{"podSelector": {"matchLabels": {"app": "harnessrl-gateway"}}}]
+    config = RunnerConfig(kind="kubernetes", kubernetes=KubernetesConfig(gateway_peers=peers, dns_peers=[]))
+    assert network_policy(config, _spec(config), "run")["spec"]["egress"] == [
+        {"ports": [{"protocol": "TCP", "port": 8000}], "to": peers}]  # no DNS rule when dns_peers = []
+    config = RunnerConfig(kind="kubernetes", kubernetes=KubernetesConfig(network_policy=False))
+    assert network_policy(config, _spec(config), "run") is None
+
+
+@pytest.mark.parametrize("context", [{"runAsUser": 0}, {"privileged": True}])
+def test_hardening_refuses_a_root_or_privileged_template(context: dict) -> None:
+    template = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {
+        "containers": [{"name": "h", "image": "i", "securityContext": context}]}}}}
+    config = RunnerConfig(kind="kubernetes")
+    with pytest.raises(JobTemplateError, match="harden = false"):
+        build_objects(config, template, _spec(config), "run")
+    loose = RunnerConfig(kind="kubernetes", kubernetes=KubernetesConfig(harden=False))
+    job, _ = build_objects(loose, template, _spec(loose), "run")
+    assert job["spec"]["template"]["spec"]["containers"][0]["securityContext"] == context
+
+
+def test_hardening_keeps_the_templates_user_and_mounts() -> None:
+    template = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {
+        "securityContext": {"runAsUser": 1000},
+        "containers": [{"name": "h", "image": "i", "volumeMounts": [{"name": "t", "mountPath": "/tmp"}]}],
+        "volumes": [{"name": "t", "emptyDir": {"medium": "Memory"}}]}}}}
+    config = RunnerConfig(kind="kubernetes", kubernetes=KubernetesConfig(writable_paths=["/tmp", "/work"]))
+    job, _ = build_objects(config, template, _spec(config), "run")
+    pod = job["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == 1000 and pod["securityContext"]["runAsNonRoot"] is True
+    assert [m["mountPath"] for m in pod["containers"][0]["volumeMounts"]] == ["/tmp", "/work"]
+    assert template["spec"]["template"]["spec"]["securityContext"] == {"runAsUser": 1000}  # copied, not changed

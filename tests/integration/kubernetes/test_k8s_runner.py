@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from k8s_cluster import JOBS, NS, SECRETS, Cluster, Fault, k8s_config, spec
+from k8s_cluster import JOBS, NS, POLICIES, SECRETS, Cluster, Fault, k8s_config, spec
 
 from harnessrl.runners import RunnerError, make_runner
 from harnessrl.runners.k8s_manifest import job_name
@@ -53,10 +53,31 @@ async def test_job_body_identity_and_success(cluster: Cluster, caplog: pytest.Lo
     assert job["spec"]["ttlSecondsAfterFinished"] == 3600
     assert pod["spec"]["restartPolicy"] == "Never"
     assert pod["spec"]["serviceAccountName"] == "harness"
-    assert pod["spec"]["volumes"] == [{"name": "data", "emptyDir": {}}]
+    assert pod["spec"]["volumes"] == [{"name": "data", "emptyDir": {}},
+                                      {"name": "harnessrl-writable-0", "emptyDir": {}}]  # /tmp
     container = pod["spec"]["containers"][0]
     assert container["command"] == ["python", "/app/agent.py"] and "args" not in container
     assert container["resources"]["limits"]["memory"] == "1Gi"
+    assert container["volumeMounts"][-1] == {"name": "harnessrl-writable-0", "mountPath": "/tmp"}
+    # hardened: non-root, read-only root, no capabilities, no service-account token
+    assert pod["spec"]["automountServiceAccountToken"] is False
+    assert pod["spec"]["securityContext"] == {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                                              "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert container["securityContext"] == {"runAsNonRoot": True, "allowPrivilegeEscalation": False,
+                                            "privileged": False, "readOnlyRootFilesystem": True,
+                                            "capabilities": {"drop": ["ALL"]}}
+    # its own NetworkPolicy, created before the Job: nothing in, out only to the gateway's port and DNS
+    status, policy = await cluster.get(f"{POLICIES}/{name}")
+    assert status == 200 and policy["metadata"]["annotations"]["harnessrl.io/rollout-id"] == "Roll_Out.1"
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert policy["spec"]["podSelector"]["matchLabels"]["harnessrl.io/rollout"] == "Roll_Out.1"
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"] and policy["spec"]["ingress"] == []
+    to_gateway, dns = policy["spec"]["egress"]
+    assert to_gateway == {"ports": [{"protocol": "TCP", "port": 8000}]}  # a host name: the port only
+    assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    creates = [r.url.path for r in cluster.km._requests if r.method.value.upper() == "POST"]
+    assert creates.index(POLICIES) < creates.index(JOBS)
+    assert "rollout pods may reach port 8000 of any address" in caplog.text
 
     env = env_of(job)
     root = "http://gateway.harnessrl.svc:8000/r/Roll_Out.1"
@@ -81,9 +102,10 @@ async def test_job_body_identity_and_success(cluster: Cluster, caplog: pytest.Lo
     assert handles == [f"k8s:{NS}/{name}"] and result.handle == handles[0]
     assert "key-Roll_Out.1-secret" not in caplog.text
 
-    await runner.release(result)  # succeeded: Job and Secret go now, not at the TTL
+    await runner.release(result)  # succeeded: Job, Secret and NetworkPolicy go now, not at the TTL
     assert await cluster.job(name) is None
     assert (await cluster.get(f"{SECRETS}/{name}"))[0] == 404
+    assert (await cluster.get(f"{POLICIES}/{name}"))[0] == 404
     await runner.aclose()
 
 
@@ -243,8 +265,10 @@ async def test_other_runs_job_with_the_same_name_is_not_ours(
     secret = (await cluster.get(f"{SECRETS}/{name}"))[1]
     if other_has_secret:  # theirs, untouched
         assert secret["metadata"]["annotations"]["harnessrl.io/run-id"] == "another-run"
-    else:  # ours was made before the Job's 409, and removed with the failure
-        assert cluster.requests("POST", SECRETS) and secret.get("kind") == "Status"
+    else:  # the NetworkPolicy's 409 came first: ours was never made
+        assert secret.get("kind") == "Status"
+    policy = (await cluster.get(f"{POLICIES}/{name}"))[1]  # theirs, untouched
+    assert policy["metadata"]["annotations"]["harnessrl.io/run-id"] == "another-run"
     await other.aclose()
     assert (await task).status is RolloutStatus.CANCELLED
     await ours.aclose()
@@ -281,6 +305,32 @@ async def test_invalid_template_422_is_infra(cluster: Cluster) -> None:
     assert "422" in (result.reason or "") and "job template" in (result.reason or "")
     assert len(cluster.requests("POST", JOBS)) == 1  # not retried
     assert cluster.requests("DELETE", f"{SECRETS}/{job_name('r1')}")  # the key does not outlive it
+    assert (await cluster.get(f"{POLICIES}/{job_name('r1')}"))[0] == 404  # nor the policy
+    await runner.aclose()
+
+
+async def test_another_runs_network_policy_with_the_same_name_is_infra(cluster: Cluster) -> None:
+    foreign = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+               "metadata": {"name": job_name("r1"), "namespace": NS,
+                            "annotations": {"harnessrl.io/run-id": "other", "harnessrl.io/rollout-id": "r1"}},
+               "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{}]}}
+    await cluster.create(POLICIES, foreign)
+    runner = runner_for(cluster)
+    result = await runner.run(spec(runner.config, "r1"))
+    assert result.failure_kind is FailureKind.INFRA and "belongs to another run" in (result.reason or "")
+    assert cluster.requests("POST", JOBS) == []  # never launched without its own policy
+    await runner.aclose()
+
+
+async def test_policy_and_hardening_can_be_turned_off(cluster: Cluster) -> None:
+    runner = runner_for(cluster, network_policy=False, harden=False)
+    task = asyncio.create_task(runner.run(spec(runner.config, "r1")))
+    job = await cluster.wait_job(job_name("r1"))
+    assert cluster.requests("POST", POLICIES) == []
+    pod_spec = job["spec"]["template"]["spec"]
+    assert "securityContext" not in pod_spec and "automountServiceAccountToken" not in pod_spec
+    await cluster.finish(job_name("r1"), succeeded=1)
+    assert (await task).status is RolloutStatus.SUCCEEDED
     await runner.aclose()
 
 

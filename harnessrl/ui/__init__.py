@@ -17,14 +17,20 @@ from harnessrl.store import Store
 __all__ = ["LazyDashboard", "dashboard_app"]
 
 
-def dashboard_app(store: Store, *, token: str | None = None, run_dirs: Sequence[Path] = (),
+def dashboard_app(store: Store, *, token: str | None = None, viewer_token: str | None = None,
+                  session_ttl_s: float | None = None, run_dirs: Sequence[Path] = (),
                   store_url: str | None = None, tokenizer: str | None = None) -> Any:
-    """The dashboard as an ASGI app; with ``token`` every page needs it (see ``harnessrl.ui.auth``)."""
+    """The dashboard as an ASGI app; with ``token`` (the operator's) every page needs it or
+    ``viewer_token``, then an expiring session (see ``harnessrl.ui.auth``)."""
     from harnessrl.ui.app import Dashboard
-    from harnessrl.ui.auth import TokenGate
+    from harnessrl.ui.auth import SESSION_TTL_S, TokenGate
 
     app = Dashboard(store, run_dirs=run_dirs, store_url=store_url, tokenizer=tokenizer).app()
-    return TokenGate(app, token) if token else app
+    if not token:
+        if viewer_token:
+            raise ValueError("a viewer token needs an operator token too")
+        return app
+    return TokenGate(app, token, viewer_token=viewer_token, session_ttl_s=session_ttl_s or SESSION_TTL_S)
 
 
 class LazyDashboard:

@@ -146,13 +146,17 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
     from harnessrl.ui import dashboard_app
 
-    store = _open_db(args)
     token = os.environ.get("HARNESSRL_UI_TOKEN") or None
+    viewer_token = os.environ.get("HARNESSRL_UI_VIEWER_TOKEN") or None
     if args.host not in ("127.0.0.1", "localhost", "::1") and token is None:
-        log.warning("the dashboard listens on %s without a token: anyone who reaches it reads every prompt "
-                    "(set HARNESSRL_UI_TOKEN to require one)", args.host)
-    app = dashboard_app(store, token=token, run_dirs=[Path(d) for d in args.run_dir], store_url=args.db,
-                        tokenizer=args.tokenizer)
+        raise SystemExit(f"refusing to serve the dashboard on {args.host} without a token: anyone who reaches "
+                         "it would read every prompt. Set HARNESSRL_UI_TOKEN (operators) and optionally "
+                         "HARNESSRL_UI_VIEWER_TOKEN (read-only viewers), or listen on 127.0.0.1")
+    if viewer_token and not token:
+        raise SystemExit("HARNESSRL_UI_VIEWER_TOKEN needs HARNESSRL_UI_TOKEN (the operators' token) too")
+    store = _open_db(args)
+    app = dashboard_app(store, token=token, viewer_token=viewer_token, run_dirs=[Path(d) for d in args.run_dir],
+                        store_url=args.db, tokenizer=args.tokenizer)
     print(f"harnessrl dashboard on http://{args.host}:{args.port}/", file=sys.stderr, flush=True)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level.lower(), access_log=False)

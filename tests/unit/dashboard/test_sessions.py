@@ -90,3 +90,16 @@ def test_tokens_must_differ_and_a_viewer_needs_an_operator(tmp_path: Path) -> No
     with pytest.raises(ValueError, match="operator token"):
         dashboard_app(store, viewer_token="v", tokenizer="none")
     store.close()
+
+
+def test_ui_refuses_to_listen_beyond_loopback_without_a_token(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESSRL_UI_")}
+    out = subprocess.run([sys.executable, "-m", "harnessrl.cli", "ui", "--host", "0.0.0.0", "--port", "1",
+                          "--db", f"sqlite:///{tmp_path / 'ui.db'}"], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode != 0 and "refusing to serve the dashboard on 0.0.0.0 without a token" in out.stderr
+    assert not (tmp_path / "ui.db").exists()  # refused before anything was opened

@@ -9,21 +9,36 @@ from __future__ import annotations
 import asyncio
 import hmac
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
+from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.dialect import PINNABLE
 from harnessrl.gateway.errors import BadRequest, Forbidden, GatewayError, NotFoundError, Unauthorized
-from harnessrl.gateway.proxy import api_key, read_json
-from harnessrl.gateway.rollouts import RolloutState, hash_key, new_api_key
-from harnessrl.store.base import IllegalTransition, NotFound
+from harnessrl.gateway.http import api_key, read_json
+from harnessrl.gateway.pause import PauseGate
+from harnessrl.gateway.pool import EnginePool
+from harnessrl.gateway.recorder import Recorder
+from harnessrl.gateway.rollouts import RolloutRegistry, RolloutState, hash_key, new_api_key
+from harnessrl.store.base import IllegalTransition, NotFound, Store
 from harnessrl.types import Call, FailureKind, Rollout, RolloutStatus
 
-if TYPE_CHECKING:
-    from harnessrl.gateway.app import Gateway
+
+class GatewayParts(Protocol):
+    """What the admin API reads and drives of the gateway (``app.Gateway`` has it)."""
+
+    admin_token: str
+    config: GatewayConfig
+    gate: PauseGate
+    pool: EnginePool
+    recorder: Recorder
+    registry: RolloutRegistry
+    store: Store
+
+    def public_url(self, request: Request) -> str: ...
 
 _ADMIN_BODY_MAX = 64 * 1024 * 1024
 
@@ -44,7 +59,7 @@ def call_json(c: Call) -> dict[str, Any]:
 
 
 class AdminApi:
-    def __init__(self, gw: Gateway) -> None:
+    def __init__(self, gw: GatewayParts) -> None:
         self.gw = gw
 
     def _check(self, request: Request) -> None:

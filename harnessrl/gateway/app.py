@@ -23,11 +23,13 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from harnessrl.gateway.admin import AdminApi, json_response
+from harnessrl.gateway.call import CallHandler, Services
 from harnessrl.gateway.config import GatewayConfig
+from harnessrl.gateway.engine_hop import EngineHop
 from harnessrl.gateway.errors import BadRequest, GatewayError, RolloutClosedError
+from harnessrl.gateway.http import api_key, read_json
 from harnessrl.gateway.pause import PauseGate
 from harnessrl.gateway.pool import EnginePool
-from harnessrl.gateway.proxy import Proxy, api_key, read_json
 from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.redact import Redactor
 from harnessrl.gateway.render_seam import ChatRenderer, load_renderer
@@ -59,10 +61,10 @@ class Gateway:
         self.recorder = Recorder(store, Redactor(config.redact_patterns), config.record_batch_max,
                                  inline=config.record_inline)
         self.registry = RolloutRegistry(store)
-        self.proxy = Proxy(config, self.pool, self.recorder, self.registry, self.gate)
         if renderer is None and config.render_mode == "gateway":
             renderer = load_renderer(config)
-        self.proxy.renderer = renderer
+        self.calls = CallHandler(Services(config, self.pool, self.recorder, self.registry, self.gate,
+                                          EngineHop(self.pool, config.engine_model), renderer))
         if renderer is not None and hasattr(renderer, "load"):
             self.registry.on_load = renderer.load
         self.url: str | None = None  # set once serving
@@ -113,26 +115,26 @@ class Gateway:
 
     # -- harness routes -------------------------------------------------------------------------------
     async def _chat(self, request: Request) -> Response:
-        return await self.proxy.handle(request, ApiKind.CHAT)
+        return await self.calls.handle(request, ApiKind.CHAT)
 
     async def _completions(self, request: Request) -> Response:
-        return await self.proxy.handle(request, ApiKind.COMPLETIONS)
+        return await self.calls.handle(request, ApiKind.COMPLETIONS)
 
     async def _responses(self, request: Request) -> Response:
-        return await self.proxy.handle(request, ApiKind.RESPONSES)
+        return await self.calls.handle(request, ApiKind.RESPONSES)
 
     async def _messages(self, request: Request) -> Response:
-        return await self.proxy.handle(request, ApiKind.ANTHROPIC_MESSAGES)
+        return await self.calls.handle(request, ApiKind.ANTHROPIC_MESSAGES)
 
     async def _count_tokens(self, request: Request) -> Response:
         """Anthropic's token counting (Claude Code sizes its context with it): not a sampled call."""
         try:
             state = await self.registry.authorize(request.path_params["rollout"], api_key(request))
             body = await read_json(request, self.config.limits.max_body_bytes)
-            t = self.proxy.translate(state, ApiKind.ANTHROPIC_MESSAGES, body, request)
+            t = self.calls.translate(state, ApiKind.ANTHROPIC_MESSAGES, body, request)
         except GatewayError as exc:
             return exc.response()
-        return json_response({"input_tokens": await self.proxy.count_tokens(state, t.chat)})
+        return json_response({"input_tokens": await self.calls.count_tokens(state, t.chat)})
 
     async def _models(self, request: Request) -> Response:
         if "rollout" in request.path_params:

@@ -29,6 +29,9 @@ class ChatRenderer(Protocol):
     def parse(self, rollout_id: str, completion_token_ids: list[int], finish_reason: str) -> tuple[dict, str]:
         """(assistant message with content/tool_calls, finish_reason) from sampled token ids."""
 
+    def stream_parse(self, rollout_id: str) -> Any:
+        """An incremental parser for one streamed completion (``add(token_ids) -> delta``, ``finish``)."""
+
     def remember(self, rollout_id: str, body: dict, rendered: RenderedPrompt,
                  completion_token_ids: list[int], message: dict) -> None:
         """Keep this turn's exact tokens so that the next prompt can extend them."""

@@ -34,7 +34,8 @@ async def sse_data(resp: UpstreamResponse) -> AsyncIterator[bytes]:
 
 
 class _Choice:
-    __slots__ = ("token_ids", "logprobs", "text", "role", "tool_calls", "finish_reason", "prompt_ids")
+    __slots__ = ("token_ids", "logprobs", "text", "role", "tool_calls", "finish_reason", "prompt_ids",
+                 "stop_reason")
 
     def __init__(self) -> None:
         self.token_ids: list[int] = []
@@ -44,6 +45,7 @@ class _Choice:
         self.tool_calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
         self.prompt_ids: list[int] | None = None
+        self.stop_reason: Any = None
 
 
 class StreamAccumulator:
@@ -76,6 +78,7 @@ class StreamAccumulator:
                 c.prompt_ids = list(ch["prompt_token_ids"])
             if ch.get("finish_reason") is not None:
                 c.finish_reason = ch["finish_reason"]
+                c.stop_reason = ch.get("stop_reason")
             if self.api == ApiKind.CHAT:
                 self._add_delta(c, ch.get("delta") or {})
             elif ch.get("text"):
@@ -107,6 +110,11 @@ class StreamAccumulator:
             if c.prompt_ids is not None:
                 return c.prompt_ids
         return []
+
+    def stop_reason(self, index: int) -> Any:
+        """The stop string (or token) that ended a choice, as vLLM reports it."""
+        c = self._choices.get(index)
+        return c.stop_reason if c is not None else None
 
     def choices(self) -> list[ChoiceTokens]:
         return [ChoiceTokens(token_ids=c.token_ids, logprobs=c.logprobs, finish_reason=c.finish_reason)

@@ -29,6 +29,7 @@ from harnessrl.gateway.render.messages import (
     normalize_message,
     roll,
 )
+from harnessrl.gateway.render.streaming import StreamingParse
 from harnessrl.gateway.render.text import ChatTemplate
 from harnessrl.gateway.render.toolcalls import make_tool_parser
 from harnessrl.types import ApiKind, Call, CallStatus, Fidelity
@@ -170,6 +171,10 @@ class TemplateRenderer:
             for i, call in enumerate(parsed.tool_calls)
         ]
         return {"role": "assistant", "content": parsed.content, "tool_calls": tool_calls}, "tool_calls"
+
+    def stream_parse(self, rollout_id: str) -> StreamingParse:
+        """An incremental parser of one streamed completion (see ``render.streaming``)."""
+        return StreamingParse(self, rollout_id)
 
     def remember(
         self, rollout_id: str, body: dict[str, Any], rendered: RenderedPrompt, completion_token_ids: list[int],

@@ -27,11 +27,16 @@ class ParsedCompletion:
 
 
 class ToolCallParser(Protocol):
+    #: Text that starts a tool call (a streamed answer holds back everything from it on), or None.
+    start_marker: str | None
+
     def parse(self, text: str) -> ParsedCompletion: ...
 
 
 class NoToolCallParser:
     """For models without a tool-call convention: everything is content."""
+
+    start_marker = None
 
     def parse(self, text: str) -> ParsedCompletion:
         return ParsedCompletion(content=text)
@@ -43,6 +48,7 @@ class HermesToolCallParser:
     is accepted when its JSON is complete. If any block is not valid JSON naming a function, the whole
     completion is returned as text: a partial reading would hide the model's mistake from the harness."""
 
+    start_marker = "<tool_call>"
     _block = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.S)
 
     def parse(self, text: str) -> ParsedCompletion:

@@ -1,0 +1,240 @@
+"""The OpenAI chat and completions APIs: the engine's own dialect, so validation and relaying only.
+
+``validate`` refuses malformed bodies with a 400 naming the field, so that nothing malformed reaches the
+engine (an engine error then always means an engine problem). ``Passthrough`` relays the engine's chunks
+as they arrive, engine-only fields stripped, holding the closing ones (finish, usage, ``[DONE]``) until
+the call is recorded. ``ChatEncoder`` builds chat chunks from deltas, for gateway render mode where the
+gateway itself turns sampled tokens into a message.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from harnessrl.gateway.errors import BadRequest, GatewayError
+from harnessrl.types import ApiKind
+
+#: Numeric sampling fields and whether they must be integers.
+_NUMBERS = {"temperature": False, "top_p": False, "min_p": False, "presence_penalty": False,
+            "frequency_penalty": False, "repetition_penalty": False, "top_k": True, "seed": True,
+            "top_logprobs": True}
+#: Most choices one request may ask for (each is sampled and recorded).
+MAX_N = 128
+
+
+def _content_ok(content: Any) -> bool:
+    if content is None or isinstance(content, str):
+        return True
+    return isinstance(content, list) and all(
+        isinstance(p, dict) and isinstance(p.get("type", "text"), str)
+        and isinstance(p.get("text", ""), str) for p in content)
+
+
+def _validate_message(i: int, m: Any) -> None:
+    if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+        raise BadRequest(f"messages[{i}] must be an object with a string 'role'")
+    if not _content_ok(m.get("content")):
+        raise BadRequest(f"messages[{i}].content must be a string, null or a list of text parts")
+    for key in ("name", "tool_call_id", "reasoning_content"):
+        if m.get(key) is not None and not isinstance(m[key], str):
+            raise BadRequest(f"messages[{i}].{key} must be a string")
+    calls = m.get("tool_calls")
+    if calls is None:
+        return
+    if not isinstance(calls, list):
+        raise BadRequest(f"messages[{i}].tool_calls must be a list")
+    for k, tc in enumerate(calls):
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
+                or not isinstance(fn.get("arguments", ""), str) or not isinstance(tc.get("id", ""), str):
+            raise BadRequest(f"messages[{i}].tool_calls[{k}] must have a string id and a function with "
+                             "string name and arguments")
+
+
+def _validate_tools(tools: Any) -> None:
+    if not isinstance(tools, list):
+        raise BadRequest("'tools' must be a list")
+    for k, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) \
+                or not isinstance(fn.get("parameters") or {}, dict) \
+                or not isinstance(fn.get("description") or "", str):
+            raise BadRequest(f"tools[{k}] must be {{'type': 'function', 'function': {{'name': str, "
+                             "'parameters': object}}")
+
+
+def validate(api: ApiKind, body: Any) -> None:  # noqa: C901 - one check per field, in order
+    """Refuse malformed requests with a 400 that says which field is wrong (nothing malformed reaches the
+    engine, so that an engine error always means an engine problem)."""
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    if "model" in body and not isinstance(body["model"], str | None):
+        raise BadRequest("'model' must be a string")
+    if api == ApiKind.CHAT:
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs:
+            raise BadRequest("'messages' is required and must be a non-empty list")
+        for i, m in enumerate(msgs):
+            _validate_message(i, m)
+        if "logprobs" in body and not isinstance(body["logprobs"], bool | None):
+            raise BadRequest("'logprobs' must be true or false")
+        if body.get("tool_choice") is not None and not isinstance(body["tool_choice"], str | dict):
+            raise BadRequest("'tool_choice' must be a string or an object")
+    else:
+        p = body.get("prompt")
+        if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str | list):
+            p = p[0]
+        ok = isinstance(p, str) or (isinstance(p, list) and p and all(type(t) is int and t >= 0 for t in p))
+        if not ok:
+            raise BadRequest("'prompt' is required: one string or one list of token ids (no batches)")
+        lp = body.get("logprobs")
+        if lp is not None and (type(lp) is not int or lp < 0):
+            raise BadRequest("'logprobs' must be a non-negative integer")
+    for key in ("n", "max_tokens", "max_completion_tokens"):
+        v = body.get(key)
+        if v is not None and (type(v) is not int or v < 1):
+            raise BadRequest(f"'{key}' must be a positive integer")
+    if (body.get("n") or 1) > MAX_N:
+        raise BadRequest(f"'n' may be at most {MAX_N}")
+    for key, integer in _NUMBERS.items():
+        v = body.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int if integer else int | float)):
+            raise BadRequest(f"'{key}' must be {'an integer' if integer else 'a number'}")
+    stop = body.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (
+            isinstance(stop, list) and all(isinstance(x, str) for x in stop)):
+        raise BadRequest("'stop' must be a string or a list of strings")
+    for key in ("stream", "return_token_ids", "parallel_tool_calls"):
+        if key in body and not isinstance(body[key], bool | None):
+            raise BadRequest(f"'{key}' must be true or false")
+    for key in ("stream_options", "logit_bias", "response_format", "chat_template_kwargs", "metadata"):
+        if body.get(key) is not None and not isinstance(body[key], dict):
+            raise BadRequest(f"'{key}' must be an object")
+    if "tools" in body and body["tools"] is not None:
+        _validate_tools(body["tools"])
+
+
+
+DONE = b"data: [DONE]\n\n"
+#: Fields the engine adds that a standard client does not expect.
+_TOP_EXTRAS = ("prompt_token_ids", "prompt_logprobs", "kv_transfer_params", "policy_version")
+_CHOICE_TOKEN_EXTRAS = ("token_ids", "prompt_token_ids")
+_CHOICE_EXTRAS = ("stop_reason", "prompt_logprobs")
+
+
+def strip(resp: dict, want_logprobs: bool, want_token_ids: bool) -> dict:
+    """Remove engine-only fields in place so a standard client sees a standard object."""
+    if not want_token_ids:
+        for k in _TOP_EXTRAS:
+            resp.pop(k, None)
+    else:
+        resp.pop("policy_version", None)
+    for ch in resp.get("choices") or ():
+        if not want_token_ids:
+            for k in _CHOICE_TOKEN_EXTRAS:
+                ch.pop(k, None)
+        for k in _CHOICE_EXTRAS:
+            ch.pop(k, None)
+        if not want_logprobs and "logprobs" in ch:
+            ch["logprobs"] = None
+    return resp
+
+
+def sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+
+class Passthrough:
+    """The engine's chat or completions chunks, relayed as they arrive."""
+
+    def __init__(self, model: str, want_logprobs: bool, want_token_ids: bool) -> None:
+        self.model, self.want_logprobs, self.want_token_ids = model, want_logprobs, want_token_ids
+        self._held: list[bytes] = []
+
+    def chunk(self, raw: dict[str, Any]) -> bytes:
+        """The bytes to send now for one engine chunk; closing chunks (and all after them) are held."""
+        raw["model"] = self.model
+        out = sse(strip(raw, self.want_logprobs, self.want_token_ids))
+        if self._held or not raw.get("choices") or any(c.get("finish_reason") for c in raw["choices"]):
+            self._held.append(out)
+            return b""
+        return out
+
+    def tail(self) -> bytes:
+        """What was held back, and ``[DONE]``: sent once the call is recorded."""
+        return b"".join(self._held) + DONE
+
+    @staticmethod
+    def error_event(err: GatewayError) -> bytes:
+        return sse(err.body()) + DONE
+
+
+class ChatEncoder:
+    """Chat deltas in, ``chat.completion.chunk`` events out (one choice); ``result()`` the whole answer."""
+
+    def __init__(self, model: str, include_usage: bool = False) -> None:
+        self.base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
+                     "created": int(time.time()), "model": model}
+        self.include_usage = include_usage
+        self.content: list[str] = []
+        self.calls: list[dict[str, Any]] = []
+        self.finish_reason: str | None = None
+        self.usage: dict[str, int] = {}
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return sse({**self.base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                              "finish_reason": finish}]})
+
+    def start(self, input_tokens: int) -> bytes:
+        return self._chunk({"role": "assistant", "content": ""})
+
+    def feed(self, delta: dict[str, Any]) -> bytes:
+        out = b""
+        if isinstance(delta.get("content"), str) and delta["content"]:
+            self.content.append(delta["content"])
+            out += self._chunk({"content": delta["content"]})
+        for tc in delta.get("tool_calls") or ():
+            fn = tc.get("function") or {}
+            call = {"id": tc.get("id"), "type": "function",
+                    "function": {"name": fn.get("name") or "", "arguments": fn.get("arguments") or ""}}
+            out += self._chunk({"tool_calls": [{"index": len(self.calls), **call}]})
+            self.calls.append(call)
+        return out
+
+    def finish(self, finish_reason: str | None, stop_string: Any, input_tokens: int, output_tokens: int) -> bytes:
+        self.finish_reason = finish_reason
+        self.usage = {"prompt_tokens": input_tokens, "completion_tokens": output_tokens,
+                      "total_tokens": input_tokens + output_tokens}
+        out = self._chunk({}, finish_reason)
+        if self.include_usage:
+            out += sse({**self.base, "choices": [], "usage": self.usage})
+        return out + DONE
+
+    def result(self) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) if self.content else None}
+        if self.calls:
+            msg["tool_calls"] = self.calls
+        return {**self.base, "object": "chat.completion", "usage": self.usage,
+                "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": self.finish_reason}]}
+
+    def error_event(self, message: str, kind: str = "upstream_error") -> bytes:
+        return sse({"error": {"message": message, "type": kind, "code": None}}) + DONE
+
+
+def synth_stream(resp: dict[str, Any], body: dict[str, Any]) -> bytes:
+    """A complete chat answer as a chunk stream (one delta per choice): several choices in render mode."""
+    base = {"id": resp["id"], "object": "chat.completion.chunk", "created": resp["created"], "model": resp["model"]}
+    parts = []
+    for ch in resp["choices"]:
+        delta = dict(ch["message"])
+        if delta.get("tool_calls"):
+            delta["tool_calls"] = [{"index": k, **tc} for k, tc in enumerate(delta["tool_calls"])]
+        parts.append({**base, "choices": [{"index": ch["index"], "delta": delta, "finish_reason": None}]})
+        parts.append({**base, "choices": [{"index": ch["index"], "delta": {}, "finish_reason": ch["finish_reason"]}]})
+    if (body.get("stream_options") or {}).get("include_usage"):
+        parts.append({**base, "choices": [], "usage": resp["usage"]})
+    return b"".join(sse(p) for p in parts) + DONE

@@ -1,0 +1,473 @@
+"""One harness model call, from request to record: the gateway's hot path.
+
+``CallHandler.handle`` authorizes the request and parses its wire format into the internal request with
+the API's translation module (``apis/``). The ``ModelCall`` it returns is the ASGI response that owns
+everything after that, in order: limits, the pause gate, the engine hop (failing over while nothing has
+reached the harness), the answer -- streamed in the API's own wire format as the engine samples it -- and
+the record. Budgets, pausing and the store are handled here and only here.
+
+The guarantee: a call is committed to the store before the harness receives the end of its answer (the
+closing chunks or events of a stream are held until then), so a crash never loses a call whose answer a
+harness saw. Limits are checked before the engine is asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+import harnessrl.gateway.dialect as dialect
+from harnessrl.gateway.apis import anthropic, chat, encode_complete, responses
+from harnessrl.gateway.apis.base import Translation
+from harnessrl.gateway.config import GatewayConfig
+from harnessrl.gateway.engine_hop import EngineHop
+from harnessrl.gateway.errors import (
+    BadRequest,
+    GatewayError,
+    LimitExceeded,
+    NotImplementedMode,
+    RolloutClosedError,
+    UpstreamError,
+)
+from harnessrl.gateway.fidelity import classify_prompt
+from harnessrl.gateway.http import api_key, read_json
+from harnessrl.gateway.pause import PauseGate
+from harnessrl.gateway.pool import STREAM_ERRORS, Engine, EnginePool
+from harnessrl.gateway.recorder import Recorder
+from harnessrl.gateway.rollouts import RolloutRegistry, RolloutState
+from harnessrl.gateway.stream import StreamAccumulator, sse_data
+from harnessrl.gateway.upstream import UpstreamResponse
+from harnessrl.store.base import NewCall, RolloutClosed
+from harnessrl.types import ApiKind, CallStatus, ChoiceTokens
+
+log = logging.getLogger(__name__)
+PATHS = {ApiKind.CHAT: "/chat/completions", ApiKind.COMPLETIONS: "/completions"}
+#: Responses kept per live rollout for ``previous_response_id``.
+KEEP_RESPONSES = 64
+#: Sampling fields copied into the token-level request of gateway render mode.
+_RENDER_COPY = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+                "repetition_penalty", "seed", "n", "max_tokens", "stop", "logit_bias")
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
+_DONE = b"[DONE]"
+
+
+@dataclass(slots=True)
+class Services:
+    """What a call needs from the gateway (built once by ``Gateway``)."""
+
+    config: GatewayConfig
+    pool: EnginePool
+    recorder: Recorder
+    registry: RolloutRegistry
+    gate: PauseGate
+    hop: EngineHop
+    renderer: Any = None  # render_seam.ChatRenderer in render_mode "gateway"
+
+
+@dataclass(slots=True)
+class Parsed:
+    """A harness request in the gateway's terms."""
+
+    api: ApiKind  # the API the harness spoke (and the record keeps)
+    body: dict[str, Any]  # what it sent (recorded as is)
+    internal: dict[str, Any]  # the chat or completions request served
+    kind: ApiKind  # the internal request's dialect: CHAT or COMPLETIONS
+    translation: Translation | None  # for Anthropic Messages and Responses
+    stream: bool
+    model: str  # the model name the harness is answered with
+
+
+class CallHandler:
+    """Entry of the harness routes: authorize, parse, and hand the call to a ``ModelCall``."""
+
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    async def handle(self, request: Request, api: ApiKind) -> Any:
+        t0 = time.perf_counter()
+        try:
+            state = await self.s.registry.authorize(request.path_params["rollout"], api_key(request))
+            body = await read_json(request, self.s.config.limits.max_body_bytes)
+            parsed = self.parse(state, api, body, request)
+        except GatewayError as exc:
+            return exc.response()
+        return ModelCall(self.s, state, parsed, t0)
+
+    def parse(self, state: RolloutState, api: ApiKind, body: Any, request: Request) -> Parsed:
+        if api in (ApiKind.CHAT, ApiKind.COMPLETIONS):
+            chat.validate(api, body)
+            return Parsed(api, body, body, api, None, bool(body.get("stream")),
+                          body.get("model") or self.s.config.model_name)
+        t = self.translate(state, api, body, request)
+        chat.validate(ApiKind.CHAT, t.chat)
+        model = body.get("model") or self.s.config.model_name
+        stream = body.get("stream") is True
+        if stream:
+            t.chat["stream"] = True  # the engine streams; the API's encoder translates as tokens arrive
+        return Parsed(api, body, t.chat, ApiKind.CHAT, t, stream, model)
+
+    def translate(self, state: RolloutState, api: ApiKind, body: Any, request: Request) -> Translation:
+        if api == ApiKind.ANTHROPIC_MESSAGES:
+            return anthropic.to_chat(body, request.headers.get("anthropic-beta"))
+        previous = None
+        prev_id = body.get("previous_response_id") if isinstance(body, dict) else None
+        if prev_id is not None:
+            if not isinstance(prev_id, str):
+                raise BadRequest("'previous_response_id' must be a string")
+            previous = state.responses.get(prev_id)
+            if previous is None:
+                raise BadRequest(f"previous_response_id {prev_id!r} is not known to this gateway: it keeps "
+                                 f"the last {KEEP_RESPONSES} responses of a live rollout in memory; send the "
+                                 "full input instead", code="unknown_previous_response")
+        return responses.to_chat(body, previous)
+
+    async def count_tokens(self, state: RolloutState, chat_body: dict) -> int:
+        """Prompt tokens of a chat request: rendered exactly in gateway render mode, else the engine's
+        ``/tokenize`` (vLLM), else an estimate (4 bytes a token). Not a sampled call: not recorded."""
+        if self.s.renderer is not None and self.s.config.render_mode == "gateway":
+            try:
+                return len(self.s.renderer.render(state.id, chat_body).prompt_token_ids)
+            except Exception:  # noqa: BLE001 - counting is advisory; fall back to the estimate
+                return anthropic.count_estimate(chat_body)
+        try:
+            engine = self.s.pool.pick(state.id)
+            body = {"messages": chat_body["messages"]}
+            if chat_body.get("tools"):
+                body["tools"] = chat_body["tools"]
+            if engine.model:
+                body["model"] = engine.model
+            resp = await self.s.pool.client.post(engine.root + "/tokenize", orjson.dumps(body))
+            try:
+                data = await resp.read()
+            finally:
+                resp.release()
+            if resp.status == 200:
+                count = orjson.loads(data).get("count")
+                if type(count) is int:
+                    return count
+        except Exception:  # noqa: BLE001 - counting is advisory; fall back to the estimate
+            log.debug("engine /tokenize unavailable; estimating the token count", exc_info=True)
+        return anthropic.count_estimate(chat_body)
+
+
+class _StreamFailed(Exception):
+    """The engine stream broke (an error event, bad data, or it ended without ``[DONE]``)."""
+
+
+class ModelCall:
+    """The lifecycle of one call (an ASGI app, so that cleanup runs even if it is never iterated)."""
+
+    def __init__(self, services: Services, state: RolloutState, parsed: Parsed, t0: float) -> None:
+        self.s, self.state, self.p, self.t0 = services, state, parsed, t0
+        self.plan: dialect.Plan | None = None
+        self.version = services.gate.policy_version
+        self.engine: Engine | None = None
+        self.rendered: Any = None  # the renderer's prompt in gateway render mode
+        self._send: Any = None
+        self._started = False  # response headers sent
+        self._sent = False  # answer bytes reached the harness: no failover from then on
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self._send, self._scope = send, scope
+        s, state, limits = self.s, self.state, self.s.config.limits
+        try:
+            if state.calls >= limits.max_calls_per_rollout:
+                raise LimitExceeded(f"the rollout's call budget ({limits.max_calls_per_rollout} calls) is used up",
+                                    code="rollout_call_budget")
+            self.plan = dialect.plan(self.p.kind, self.p.internal, s.config, s.config.engine_model,
+                                     limits.max_tokens_per_rollout - state.tokens, state.sampling)
+        except LimitExceeded as exc:
+            return await self._fail(exc)
+        plan = self.plan
+        if s.config.render_mode == "gateway" and self.p.kind == ApiKind.CHAT:
+            try:
+                plan = self._render()
+            except GatewayError as exc:
+                return await self._respond_error(exc)
+        state.calls += 1  # reserved now so that concurrent calls cannot overrun the budget
+        try:
+            self.version = await s.gate.enter()
+        except GatewayError as exc:
+            state.calls -= 1
+            return await self._respond_error(exc)
+        try:  # in flight until recorded: a drained pause means every answered call is in the store
+            await self._serve(plan)
+        except (asyncio.CancelledError, Exception) as exc:
+            if not self._recorded:  # keep what was sampled, even when the answer could not be finished
+                cancelled = isinstance(exc, asyncio.CancelledError)
+                acc = self._acc
+                call = self._new_call(acc.prompt() if acc else [], acc.choices() if acc else [], None, self.version,
+                                      CallStatus.CANCELLED if cancelled else CallStatus.ERROR,
+                                      "client went away" if cancelled else f"gateway error: {exc!r}")
+                self.s.recorder.record_nowait(call)
+            raise
+        finally:
+            s.gate.exit()
+
+    def _render(self) -> dialect.Plan:
+        """Gateway render mode: the prompt's token ids from the renderer, sent to the engine's /completions."""
+        renderer = self.s.renderer
+        if renderer is None:
+            raise NotImplementedMode(
+                "render_mode 'gateway' needs harnessrl.gateway.render (token-exact chat rendering), which is "
+                "not available; use render_mode 'engine'")
+        try:
+            self.rendered = renderer.render(self.state.id, self.p.internal)
+        except GatewayError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a template failure is the request's problem
+            raise GatewayError(f"cannot render this chat request: {exc}", code="render_failed") from None
+        plan = self.plan
+        assert plan is not None
+        up: dict[str, Any] = {k: plan.upstream[k] for k in _RENDER_COPY if k in plan.upstream}
+        up.update(model=self.s.config.engine_model, prompt=list(self.rendered.prompt_token_ids),
+                  return_token_ids=True, logprobs=(self.p.internal.get("top_logprobs") or 0), stream=self.p.stream)
+        if self.rendered.stop_token_ids:
+            up["stop_token_ids"] = list(self.rendered.stop_token_ids)
+        stream = self.p.stream and plan.n == 1  # several choices: answered once all are sampled
+        up["stream"] = stream
+        return dialect.Plan(upstream=up, sampling=plan.sampling, stream=stream, want_logprobs=False,
+                            want_token_ids=False, max_tokens=plan.max_tokens, n=plan.n)
+
+    async def _serve(self, plan: dialect.Plan) -> None:
+        path = PATHS[ApiKind.COMPLETIONS if self.rendered is not None else self.p.kind]
+        tried: set[Engine] = set()
+        while True:
+            try:
+                engine, resp = await self.s.hop.open(self.state.id, path, plan, exclude=tried)
+            except GatewayError as exc:
+                return await self._fail(exc)
+            self.engine = engine
+            try:
+                if not plan.stream:
+                    return await self._complete(resp)
+                try:
+                    return await self._stream(resp)
+                except (*STREAM_ERRORS, _StreamFailed) as exc:
+                    why = f"engine {engine.id} failed mid-stream: {type(exc).__name__}: {exc}"
+                    if self._sent:
+                        return await self._fail(UpstreamError(why, status=502), self._acc)
+                    self.s.pool.mark_down(engine, why)  # nothing reached the harness: ask another engine
+                    tried.add(engine)
+            finally:
+                resp.release()
+                engine.outstanding -= 1
+
+    # -- a complete answer ----------------------------------------------------------------------------
+    async def _complete(self, resp: UpstreamResponse) -> None:
+        try:
+            data = await resp.read()
+            out = orjson.loads(data)
+        except (*STREAM_ERRORS, orjson.JSONDecodeError) as exc:
+            assert self.engine is not None
+            return await self._fail(UpstreamError(f"engine {self.engine.id} failed while answering: {exc}",
+                                                  status=502))
+        p = self.p
+        version = out.get("policy_version", self.version)
+        if self.rendered is not None:
+            prompt, choices, answer = self._parse_rendered(out)
+        else:
+            prompt, choices = dialect.extract(p.kind, out)
+            answer = out
+        if p.translation is not None:
+            enc = self._encoder()
+            events = encode_complete(enc, answer)
+            response = enc.result()
+        else:
+            answer["model"] = p.model
+            response = chat.strip(answer, self.plan.want_logprobs, self.plan.want_token_ids) \
+                if self.rendered is None else answer
+            events = chat.synth_stream(response, p.internal) if p.stream else b""
+        index = await self._record(prompt, choices, response, version)
+        if index is None:
+            return
+        headers = {"x-harnessrl-call-index": str(index)}
+        if p.stream:
+            await Response(events, media_type="text/event-stream", headers=headers)(self._scope, None, self._send)
+        else:
+            await Response(orjson.dumps(response), media_type="application/json",
+                           headers=headers)(self._scope, None, self._send)
+
+    def _parse_rendered(self, out: dict) -> tuple[list[int], list[ChoiceTokens], dict]:
+        """The chat answer for the sampled tokens of a rendered prompt (gateway render mode)."""
+        renderer, rid = self.s.renderer, self.state.id
+        _, comp = dialect.extract(ApiKind.COMPLETIONS, out)
+        prompt = list(self.rendered.prompt_token_ids)
+        choices, tokens = [], []
+        for i, ch in enumerate(comp):
+            message, finish = renderer.parse(rid, ch.token_ids, ch.finish_reason or "stop")
+            if i == 0:
+                renderer.remember(rid, self.p.internal, self.rendered, ch.token_ids, message)
+            lp = _chat_logprobs(out, i) if self.p.internal.get("logprobs") else None
+            choices.append({"index": i, "message": message, "finish_reason": finish, "logprobs": lp})
+            tokens.append(ChoiceTokens(ch.token_ids, ch.logprobs, finish))
+        n_out = sum(len(c.token_ids) for c in comp)
+        answer = {"id": f"chatcmpl-{out.get('id', '')}", "object": "chat.completion", "created": int(time.time()),
+                  "model": self.p.model, "choices": choices,
+                  "usage": {"prompt_tokens": len(prompt), "completion_tokens": n_out,
+                            "total_tokens": len(prompt) + n_out}}
+        return prompt, tokens, answer
+
+    # -- a streamed answer ----------------------------------------------------------------------------
+    async def _stream(self, resp: UpstreamResponse) -> None:
+        p = self.p
+        rendered = self.rendered is not None
+        acc = self._acc = StreamAccumulator(ApiKind.COMPLETIONS if rendered else p.kind)
+        passthrough = None if rendered or p.translation is not None else \
+            chat.Passthrough(p.model, self.plan.want_logprobs, self.plan.want_token_ids)
+        enc = None if passthrough is not None else self._encoder()
+        parser = self.s.renderer.stream_parse(self.state.id) if rendered else None
+        opened = False
+        async for data in sse_data(resp):
+            if data == _DONE:
+                break
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                raise _StreamFailed(f"the engine sent malformed data: {exc}") from None
+            if not isinstance(chunk, dict) or ("error" in chunk and not chunk.get("choices")):
+                raise _StreamFailed(str(chunk.get("error") if isinstance(chunk, dict) else chunk))
+            acc.add(chunk)
+            if passthrough is not None:
+                out = passthrough.chunk(chunk)
+            else:
+                out = b""
+                if not opened:
+                    opened = True
+                    out = enc.start(len(self.rendered.prompt_token_ids) if rendered else len(acc.prompt()))
+                for ch in chunk.get("choices") or ():
+                    if ch.get("index", 0) != 0:
+                        continue  # the translated APIs and the incremental parse serve one choice
+                    if parser is not None:
+                        out += enc.feed(parser.add(ch.get("token_ids") or []))
+                    else:
+                        out += enc.feed(ch.get("delta") or {})
+            if out:
+                await self._emit(out)
+        else:
+            raise _StreamFailed("the engine closed the stream before [DONE]")
+        prompt, choices = acc.prompt(), acc.choices()
+        version = acc.policy_version if acc.policy_version is not None else self.version
+        if passthrough is not None:
+            response = acc.response()
+            response["model"] = p.model
+            tail = passthrough.tail()
+        else:
+            if not opened:
+                await self._emit(enc.start(len(prompt)))
+            first = choices[0] if choices else ChoiceTokens([], [], "stop")
+            finish = first.finish_reason
+            if parser is not None:
+                message, finish, delta = parser.finish(finish or "stop")
+                await self._emit(enc.feed(delta))
+                prompt = list(self.rendered.prompt_token_ids)
+                choices = [ChoiceTokens(c.token_ids, c.logprobs, finish if i == 0 else c.finish_reason)
+                           for i, c in enumerate(choices)]
+            tail = enc.finish(finish, acc.stop_reason(0), len(prompt), len(first.token_ids))
+            response = enc.result()
+            if parser is not None:  # remember what the harness got, with the exact sampled tokens
+                self.s.renderer.remember(self.state.id, p.internal, self.rendered, first.token_ids, message)
+        if await self._record(prompt, choices, response, version) is not None:
+            await self._emit(tail, more=False)
+
+    async def _emit(self, body: bytes, more: bool = True) -> None:
+        if not self._started:
+            self._started = True
+            await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        self._sent = self._sent or bool(body)
+        await self._send({"type": "http.response.body", "body": body, "more_body": more})
+
+    def _encoder(self) -> Any:
+        p = self.p
+        if p.api == ApiKind.ANTHROPIC_MESSAGES:
+            return anthropic.MessageEncoder(p.model)
+        if p.api == ApiKind.RESPONSES:
+            assert p.translation is not None
+            return responses.ResponseEncoder(p.model, p.body, p.translation.names)
+        return chat.ChatEncoder(p.model, bool((p.internal.get("stream_options") or {}).get("include_usage")))
+
+    # -- recording ------------------------------------------------------------------------------------
+    def _new_call(self, prompt: list[int], choices: list[ChoiceTokens], response: dict | None, version: int,
+                  status: CallStatus = CallStatus.OK, error: str | None = None) -> NewCall:
+        p, plan = self.p, self.plan
+        sampling = dict(plan.sampling) if plan is not None else {}
+        if p.translation is not None and p.translation.notes:
+            sampling["adjusted"] = p.translation.notes
+        if self.rendered is not None:
+            fidelity, reason = self.rendered.fidelity, self.rendered.fidelity_reason
+        elif prompt:
+            fidelity, reason = classify_prompt(prompt, self.state.history)
+        else:
+            fidelity, reason = None, "the engine returned no prompt_token_ids"
+        return NewCall(rollout_id=self.state.id, api=p.api, status=status, request=p.body, response=response,
+                       prompt_token_ids=prompt, choices=choices, policy_version=int(version),
+                       requested_model=p.body.get("model") if isinstance(p.body.get("model"), str) else None,
+                       sampling=sampling, engine_id=self.engine.id if self.engine else None,
+                       latency_s=time.perf_counter() - self.t0, error=error, fidelity=fidelity,
+                       fidelity_reason=reason)
+
+    async def _record(self, prompt: list[int], choices: list[ChoiceTokens], response: dict,
+                      version: int) -> int | None:
+        """Commit the answered call; None (and the harness told) when its rollout closed meanwhile."""
+        call = self._new_call(prompt, choices, response, version)
+        self._recorded = True  # committed even if the client goes away while we wait (the recorder shields)
+        try:
+            index = await self.s.recorder.record(call)
+        except RolloutClosed as exc:
+            self.s.registry.mark_closed(self.state.id)
+            await self._respond_error(RolloutClosedError(str(exc)))
+            return None
+        state = self.state
+        state.tokens += sum(len(c.token_ids) for c in choices)
+        if prompt and self.rendered is None:
+            for c in choices:
+                state.history.append(prompt + c.token_ids)
+        if self.p.api == ApiKind.RESPONSES and self.p.translation is not None:
+            t = self.p.translation
+            state.responses[response["id"]] = responses.conversation(t.chat, t.notes.get("conversation_start", 0),
+                                                                     response)
+            while len(state.responses) > KEEP_RESPONSES:
+                state.responses.pop(next(iter(state.responses)))
+        return index
+
+    _acc: StreamAccumulator | None = None
+    _recorded = False
+
+    async def _fail(self, exc: GatewayError, acc: StreamAccumulator | None = None) -> None:
+        """Record a refused or failed call (limits, engine errors) and tell the harness."""
+        prompt, choices = (acc.prompt(), acc.choices()) if acc is not None else ([], [])
+        call = self._new_call(prompt, choices, exc.body(), self.version, CallStatus.ERROR,
+                              f"{exc.status} {exc.code}: {exc.message}")
+        self._recorded = True
+        try:
+            await self.s.recorder.record(call)
+        except RolloutClosed as closed:
+            self.s.registry.mark_closed(self.state.id)
+            exc = RolloutClosedError(str(closed))
+        await self._respond_error(exc)
+
+    async def _respond_error(self, exc: GatewayError) -> None:
+        if not self._started:
+            await exc.response()(self._scope, None, self._send)
+            return
+        if self.p.translation is not None:  # in-band, in the API's own event format
+            enc = self._encoder()
+            payload = enc.error_event(exc.message)
+        else:
+            payload = chat.Passthrough.error_event(exc)
+        await self._send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+def _chat_logprobs(out: dict, i: int) -> dict:
+    lp = (out["choices"][i].get("logprobs") or {})
+    toks, vals = lp.get("tokens") or [], lp.get("token_logprobs") or []
+    return {"content": [{"token": t, "logprob": v, "bytes": None, "top_logprobs": []}
+                        for t, v in zip(toks, vals, strict=False)]}

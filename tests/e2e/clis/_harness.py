@@ -30,7 +30,7 @@ from harnessrl.store import Store, open_store
 from harnessrl.types import Call, Rollout, RolloutStatus
 
 ROOT = Path(__file__).resolve().parents[3]
-CLIS_BIN = ROOT / ".clis" / "node_modules" / ".bin"
+CLIS_BIN = (ROOT / ".clis").resolve() / "node_modules" / ".bin"  # real path: a sandbox binds that
 EXAMPLES = ROOT / "examples"
 
 sys.path.insert(0, str(ROOT / "tests"))  # `fakes` importable
@@ -90,7 +90,7 @@ class Stack:
         workroot = self.tmp / "attempts"
         runner_config = RunnerConfig(command=["bash", str(EXAMPLES / example / "run.sh")], timeout_s=timeout_s,
                                      keep_workdirs="all", env={"CLIS_BIN": str(CLIS_BIN)},
-                                     **sandbox_read_only(ROOT / ".clis"))
+                                     **sandbox_read_only(CLIS_BIN.parents[1]))
         rewards_config = RewardConfig(verifier=[sys.executable, str(EXAMPLES / example / "verify.py")])
         spec = make_attempt_spec(runner_config, rollout_id=rid, task_id=record["id"], task_input=record["input"],
                                  gateway_url=self.gateway.url, api_key=key,

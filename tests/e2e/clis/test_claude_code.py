@@ -25,7 +25,5 @@ def script(new: str) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="the gateway refuses this CLI's requests until issue 12 item 1 lands "
-                   "(/work/notes/cli-gateway-findings.md)", strict=False)
 def test_claude_code_edits_a_repository_and_trains(stack: Stack, tmp_path: Path) -> None:
     edit_and_train(stack, "claude-code", script, tmp_path, agent_calls=4)

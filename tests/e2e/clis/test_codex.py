@@ -34,8 +34,6 @@ def script(new: str) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="the gateway refuses this CLI's requests until issue 12 item 1 lands "
-                   "(/work/notes/cli-gateway-findings.md)", strict=False)
 def test_codex_edits_a_repository_and_trains(stack: Stack, tmp_path: Path) -> None:
     good, _ = edit_and_train(stack, "codex", script, tmp_path, agent_calls=4)
     # Codex applied the patch itself: its own success message came back as the tool's output

@@ -77,23 +77,26 @@ def serve(srv):
     while True:
         conn, _ = srv.accept()
         threading.Thread(target=relay, args=(conn,), daemon=True).start()
-if port:
+srv = None
+if port:  # listening before the command starts; accepted once the thread runs (the backlog holds them)
     srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         srv.bind(("127.0.0.1", port)); srv.listen(256)
-        threading.Thread(target=serve, args=(srv,), daemon=True).start()
     except OSError as exc:
         print(f"harnessrl sandbox: no gateway relay on 127.0.0.1:{port}: {exc}", file=sys.stderr)
+        srv = None
 SIGS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 for sig in SIGS:  # the whole group gets them: the command decides, we wait for it
     signal.signal(sig, signal.SIG_IGN)
 def default_signals():
     for sig in SIGS:
         signal.signal(sig, signal.SIG_DFL)
-try:
+try:  # before any thread: preexec_fn is only safe in a single-threaded process
     child = subprocess.Popen(cmd, preexec_fn=default_signals)
 except OSError as exc:
     print(f"harnessrl sandbox: could not start {cmd[0]!r}: {exc}", file=sys.stderr); sys.exit(127)
+if srv is not None:
+    threading.Thread(target=serve, args=(srv,), daemon=True).start()
 code = child.wait()
 sys.exit(code if code >= 0 else 128 - code)
 """

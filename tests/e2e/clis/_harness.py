@@ -82,7 +82,7 @@ class Stack:
                 timeout_s: float = 300) -> Attempt:
         """One attempt of ``examples/<example>``'s task with ``script`` played by the engine."""
         tasks_dir = EXAMPLES / example / "tasks"
-        record = json.loads((tasks_dir / "tasks.jsonl").read_text().splitlines()[0])
+        record = json.loads((tasks_dir / "train.jsonl").read_text().splitlines()[0])
         r = self.admin.post("/admin/rollouts", json={"task_id": record["id"], "group_id": group_id,
                                                       "input": record["input"]})
         assert r.status_code == 201, r.text

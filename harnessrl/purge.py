@@ -53,7 +53,9 @@ def targets(
         else:
             unset.append(run.id)
     if runless and (older_than or global_retention):
-        out.append(Target(None, older_than or global_retention or "", "--older-than" if older_than else "global"))
+        out.append(
+            Target(None, older_than or global_retention or "", "--older-than" if older_than else "global")
+        )
     return out, unset
 
 
@@ -63,7 +65,12 @@ def purge(
     """Purge (or count) each target with its own cutoff; a run that has not ended is only counted as held."""
     now = time.time() if now is None else now
     return [
-        (t, store.purge(finished_before=now - parse_duration(t.retention), run_ids=[t.run_id], dry_run=dry_run))
+        (
+            t,
+            store.purge(
+                finished_before=now - parse_duration(t.retention), run_ids=[t.run_id], dry_run=dry_run
+            ),
+        )
         for t in plan
     ]
 
@@ -92,11 +99,17 @@ def report(results: Sequence[tuple[Target, PurgeCounts]], unset: Sequence[str], 
             line += f"; kept {c.held_rollouts} older rollouts: the run has not ended"
         lines.append(line)
     if unset:
-        lines.append(f"{len(unset)} runs kept: no retention set for them (set [store] retention or --older-than)")
+        lines.append(
+            f"{len(unset)} runs kept: no retention set for them (set [store] retention or --older-than)"
+        )
     lines.append(
         f"{'dry run: ' if dry_run else ''}{verb} {total.rollouts} rollouts, {total.calls} calls, "
         f"{human_bytes(total.bytes)} of request/response text, token arrays and logs"
-        + (f"; {total.held_rollouts} rollouts held by runs that have not ended" if total.held_rollouts else "")
+        + (
+            f"; {total.held_rollouts} rollouts held by runs that have not ended"
+            if total.held_rollouts
+            else ""
+        )
     )
     if dry_run:
         lines.append("nothing deleted: run again with --yes to purge")
@@ -106,9 +119,13 @@ def report(results: Sequence[tuple[Target, PurgeCounts]], unset: Sequence[str], 
 # -- the command -----------------------------------------------------------------------------------------
 def add_parser(sub: Any) -> None:
     """``harnessrl purge`` on the CLI's subparsers."""
-    p = sub.add_parser("purge", help="apply retention: empty old calls' text and tokens (dry run unless --yes)")
+    p = sub.add_parser(
+        "purge", help="apply retention: empty old calls' text and tokens (dry run unless --yes)"
+    )
     p.add_argument("--db", help="store URL (default: the store of --config)")
-    p.add_argument("--config", help="TOML config: its [store] url, and its [store] retention as the global one")
+    p.add_argument(
+        "--config", help="TOML config: its [store] url, and its [store] retention as the global one"
+    )
     p.add_argument("--older-than", metavar="AGE", help="purge rollouts finished longer ago than AGE (30d, 12h, ...), "
                    "overriding every retention setting")  # fmt: skip
     p.add_argument("--run", action="append", default=[], help="only this run (repeatable)")
@@ -155,7 +172,9 @@ def cmd_purge(args: argparse.Namespace) -> int:
         plan, unset = targets(runs, older_than=args.older_than, global_retention=global_retention,
                               runless=not args.run)  # fmt: skip
         if not plan:
-            raise SystemExit("no retention applies: set [store] retention in --config, or pass --older-than 30d")
+            raise SystemExit(
+                "no retention applies: set [store] retention in --config, or pass --older-than 30d"
+            )
         if args.end_run and args.yes:
             for run in runs:
                 store.end_run(run.id)

@@ -39,5 +39,7 @@ def fill_v2(conn: Any, dialect: schema_v2.Dialect) -> tuple[str, str]:
     marks = ", ".join([p] * len(V2_CALL_COLUMNS))
     for i, prompt in enumerate(PROMPTS):
         row = encode_call(make_call("old-rollout", prompt, [100 + 2 * i, 101 + 2 * i]), seqs, now)
-        conn.execute(f"INSERT INTO calls ({', '.join(V2_CALL_COLUMNS)}) VALUES ({marks})", row[: len(V2_CALL_COLUMNS)])
+        conn.execute(
+            f"INSERT INTO calls ({', '.join(V2_CALL_COLUMNS)}) VALUES ({marks})", row[: len(V2_CALL_COLUMNS)]
+        )
     return "old-run", "old-rollout"

@@ -76,7 +76,10 @@ def test_each_run_gets_its_own_retention(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["purge", "--config", str(config), "--yes"]) == 0
     out = capsys.readouterr().out
     assert f"run {glob} (retention 3h, global): purged 1 rollouts, 2 calls" in out
-    assert f"run {live} (retention 3h, global): purged 0 rollouts, 0 calls; kept 1 older rollouts: the run has not ended" in out
+    assert (
+        f"run {live} (retention 3h, global): purged 0 rollouts, 0 calls; kept 1 older rollouts: the run has not ended"
+        in out
+    )
     assert [_purged(url, r) for r in (r_own, r_glob, r_live)] == [True, True, False]
     # An operator who knows the run is over says so.
     assert main(["purge", "--config", str(config), "--run", live, "--end-run"]) == 0

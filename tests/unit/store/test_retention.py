@@ -17,13 +17,17 @@ from ._helpers import make_call
 FUTURE = time.time() + 10 * 86400  # a cutoff every rollout finished before
 
 
-def _finished_rollout(store: Store, new_rollout: Callable[..., str], run_id: str | None, turns: int = 3) -> str:
+def _finished_rollout(
+    store: Store, new_rollout: Callable[..., str], run_id: str | None, turns: int = 3
+) -> str:
     """A rollout with a multi-turn chain (each prompt extends the last: prefix-compressed), logs, a reward."""
     rid = new_rollout(run_id=run_id)
     prompt: list[int] = [1, 2, 3]
     for t in range(turns):
         completion = [100 + t, 200 + t]
-        request = {"messages": [{"role": "user", "content": f"turn {i} secret-ish text"} for i in range(t + 1)]}
+        request = {
+            "messages": [{"role": "user", "content": f"turn {i} secret-ish text"} for i in range(t + 1)]
+        }
         store.record_calls([make_call(rid, prompt, completion, request=request)])
         prompt = [*prompt, *completion, 50 + t]
     store.transition_rollout(rid, S.RUNNING)
@@ -32,7 +36,9 @@ def _finished_rollout(store: Store, new_rollout: Callable[..., str], run_id: str
     return rid
 
 
-def test_purge_empties_text_and_tokens_and_keeps_metadata(store: Store, new_rollout: Callable[..., str]) -> None:
+def test_purge_empties_text_and_tokens_and_keeps_metadata(
+    store: Store, new_rollout: Callable[..., str]
+) -> None:
     run = store.create_run("r", {}).id
     rid = _finished_rollout(store, new_rollout, run)
     before = store.get_calls(rid)
@@ -82,7 +88,9 @@ def test_a_run_that_has_not_ended_keeps_its_calls_whatever_their_age(
     assert store.purge(finished_before=FUTURE, dry_run=False).rollouts == 1
 
 
-def test_only_finished_rollouts_older_than_the_cutoff_go(store: Store, new_rollout: Callable[..., str]) -> None:
+def test_only_finished_rollouts_older_than_the_cutoff_go(
+    store: Store, new_rollout: Callable[..., str]
+) -> None:
     old = _finished_rollout(store, new_rollout, None)  # no run: finished is enough
     cutoff = time.time()
     time.sleep(0.01)
@@ -96,7 +104,11 @@ def test_only_finished_rollouts_older_than_the_cutoff_go(store: Store, new_rollo
     counts = store.purge(finished_before=cutoff, dry_run=False)
     assert (counts.runs, counts.rollouts, counts.calls) == (0, 1, 3)
     assert store.get_rollout(old).purged_at is not None
-    assert store.get_rollout(young).purged_at is None and store.get_calls(young)[0].prompt_token_ids == [1, 2, 3]
+    assert store.get_rollout(young).purged_at is None and store.get_calls(young)[0].prompt_token_ids == [
+        1,
+        2,
+        3,
+    ]
     assert store.get_calls(running)[0].prompt_token_ids == [1, 2]
     # The running rollout keeps recording (its calls were never touched), then finishes and goes too.
     store.record_calls([make_call(running, [1, 2, 3, 4], [5])])
@@ -143,7 +155,8 @@ def test_a_failed_call_is_purged_with_its_rollout(store: Store, new_rollout: Cal
 
 
 @pytest.mark.parametrize(
-    ("text", "seconds"), [("30d", 30 * 86400), ("12h", 43200), ("90m", 5400), ("2w", 14 * 86400), (" 1.5s ", 1.5)]
+    ("text", "seconds"),
+    [("30d", 30 * 86400), ("12h", 43200), ("90m", 5400), ("2w", 14 * 86400), (" 1.5s ", 1.5)],
 )
 def test_parse_duration(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds

@@ -75,7 +75,11 @@ def test_dashboard_says_purged(store: Store, purged: tuple[str, str]) -> None:
         assert page.status_code == 200 and 'id="purged"' in page.text and "Purged by retention." in page.text
         assert "private" not in page.text
         call = client.get(f"/rollouts/{gone}/calls/1")
-        assert call.status_code == 200 and 'id="purged"' in call.text and "not trained: purged by retention" in call.text
+        assert (
+            call.status_code == 200
+            and 'id="purged"' in call.text
+            and "not trained: purged by retention" in call.text
+        )
         assert "private" not in call.text
         assert 'id="purged"' not in client.get(f"/rollouts/{kept}").text
         assert "private log line" in client.get(f"/rollouts/{kept}").text

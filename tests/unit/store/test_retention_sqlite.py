@@ -47,7 +47,9 @@ def _fill(store: SqliteStore, rollouts: int, tokens: int) -> str:
     run = store.create_run("big", {}).id
     for i in range(rollouts):
         rid = store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h", run_id=run).id
-        store.record_calls([make_call(rid, list(range(i, i + tokens)), list(range(tokens)), request={"x": "y" * 4000})])
+        store.record_calls(
+            [make_call(rid, list(range(i, i + tokens)), list(range(tokens)), request={"x": "y" * 4000})]
+        )
         store.transition_rollout(rid, S.RUNNING)
         store.transition_rollout(rid, S.SUCCEEDED)
     store.end_run(run)

@@ -14,6 +14,10 @@ session title, a shell command's prefix) beside the agent's own turns. Here
   Claude Code's Edit wants absolute paths).
 
 The test swaps ``script`` and ``cwd`` between attempts (attempts run one after another).
+
+``CliTokenScriptEngine`` plays the same scripts behind a gateway in render mode ``gateway``: it gets token
+ids at ``/v1/completions``, reads them with the tokenizer the gateway renders with (ChatML, Hermes tool
+calls: the tiny test model's) and answers with that tokenizer's ids of a ``<tool_call>`` or the text.
 """
 
 from __future__ import annotations
@@ -92,16 +96,44 @@ class CliScriptEngine(FakeEngine):
         wanted = {s["tool"] for s in self.script if "tool" in s}
         return not wanted or not (wanted & offered)
 
+    def step(self, turn: int) -> dict[str, Any]:
+        return _fill(self.script[min(turn, len(self.script) - 1)], self.cwd)
+
     def generate(self, prompt: list[int], body: dict, index: int) -> tuple[list[int], str, dict | None]:
         if self.is_side_request(body):
             self.side_requests.append(body)
             return [*self.side_text.encode(), END], "stop", None
         self.agent_requests.append(body)
         turn = sum(1 for m in body.get("messages") or () if m.get("role") == "assistant")
-        step = _fill(self.script[min(turn, len(self.script) - 1)], self.cwd)
+        step = self.step(turn)
         if "tool" in step:
             args = orjson.dumps(step["arguments"]).decode()
             call = {"id": f"call_{turn}_{index}", "type": "function",
                     "function": {"name": step["tool"], "arguments": args}}
             return [*tool_call_tokens(step["tool"], args), END], "tool_calls", call
         return [*str(step["text"]).encode(), END], "stop", None
+
+
+class CliTokenScriptEngine(CliScriptEngine):
+    """The script for render mode ``gateway``: token ids in and out, through ``tokenizer`` (ChatML)."""
+
+    def __init__(self, script: list[dict[str, Any]], tokenizer: Any, **kwargs: Any) -> None:
+        super().__init__(script, **kwargs)
+        self.tokenizer = tokenizer
+        self.end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+
+    def _encode(self, text: str) -> list[int]:
+        return [*self.tokenizer.encode(text, add_special_tokens=False), self.end]
+
+    def generate(self, prompt: list[int], body: dict, index: int) -> tuple[list[int], str, dict | None]:
+        text = self.tokenizer.decode(prompt)
+        wanted = {s["tool"] for s in self.script if "tool" in s}
+        if not any(f'"name": "{name}"' in text for name in wanted):  # the tool list is in the system turn
+            self.side_requests.append(body)
+            return self._encode(self.side_text), "stop", None
+        self.agent_requests.append(body)
+        step = self.step(text.count("<|im_start|>assistant") - 1)  # minus the generation prompt
+        if "tool" in step:
+            call = orjson.dumps({"name": step["tool"], "arguments": step["arguments"]}).decode()
+            return self._encode(f"<tool_call>{call}</tool_call>"), "stop", None
+        return self._encode(str(step["text"])), "stop", None

@@ -34,7 +34,7 @@ CLIS_BIN = (ROOT / ".clis").resolve() / "node_modules" / ".bin"  # real path: a 
 EXAMPLES = ROOT / "examples"
 
 sys.path.insert(0, str(ROOT / "tests"))  # `fakes` importable
-from fakes.cli_engine import CliScriptEngine  # noqa: E402
+from fakes.cli_engine import CliScriptEngine, CliTokenScriptEngine  # noqa: E402
 from fakes.fake_engine import EngineServer  # noqa: E402
 
 
@@ -62,12 +62,22 @@ class Attempt:
 class Stack:
     """Store, scripted engine and default gateway on loopback, and attempts of one example's task."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, render_mode: str = "engine") -> None:
+        """``render_mode="gateway"``: the gateway renders prompts with the tiny model's tokenizer (the
+        default of ``harnessrl train``); else ``GatewayConfig()``'s own default, the engine renders."""
         self.tmp = tmp
         self.store: Store = open_store(f"sqlite:///{tmp / 'store.db'}")
-        self.engine = CliScriptEngine([{"text": "done"}], model="policy")
+        extra: dict[str, Any] = {}
+        if render_mode == "gateway":
+            from harnessrl.gateway.render import RenderConfig
+            from harnessrl.models.tiny import tiny_tokenizer
+
+            self.engine: CliScriptEngine = CliTokenScriptEngine([{"text": "done"}], tiny_tokenizer(), model="tiny")
+            extra = {"render_mode": "gateway", "render": RenderConfig(tokenizer="tiny")}
+        else:
+            self.engine = CliScriptEngine([{"text": "done"}], model="policy")
         self.engine_server = EngineServer(self.engine).start()
-        config = GatewayConfig(port=0, engines=[self.engine_server.url], admin_token="admin-secret")
+        config = GatewayConfig(port=0, engines=[self.engine_server.url], admin_token="admin-secret", **extra)
         self.gateway = GatewayServer(Gateway(self.store, config)).start()
         self.admin = httpx.Client(base_url=self.gateway.url, timeout=30,
                                   headers={"Authorization": "Bearer admin-secret"})

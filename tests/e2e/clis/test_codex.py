@@ -11,30 +11,13 @@ from pathlib import Path
 import pytest
 
 from ._harness import Stack, edit_and_train, require_cli
+from ._scripts import codex
 
 require_cli("codex")
-
-PATCH = """apply_patch <<'PATCH'
-*** Begin Patch
-*** Update File: greet.py
-@@
--    return "Hello " + name
-+    {new}
-*** End Patch
-PATCH"""
-
-
-def script(new: str) -> list[dict]:
-    return [
-        {"tool": "exec_command", "arguments": {"cmd": "cat greet.py"}},
-        {"tool": "exec_command", "arguments": {"cmd": PATCH.replace("{new}", new)}},
-        {"tool": "exec_command", "arguments": {"cmd": "python3 -m unittest"}},
-        {"text": "Done: greet.py patched and the test run."},
-    ]
 
 
 @pytest.mark.slow
 def test_codex_edits_a_repository_and_trains(stack: Stack, tmp_path: Path) -> None:
-    good, _ = edit_and_train(stack, "codex", script, tmp_path, agent_calls=4)
+    good, _ = edit_and_train(stack, "codex", codex, tmp_path, agent_calls=4)
     # Codex applied the patch itself: its own success message came back as the tool's output
     assert "Success. Updated the following files" in str(good.calls[-1].request["input"])

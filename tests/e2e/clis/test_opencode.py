@@ -11,21 +11,12 @@ from pathlib import Path
 import pytest
 
 from ._harness import Stack, edit_and_train, require_cli
+from ._scripts import opencode
 
 require_cli("opencode")
 
 
-def script(new: str) -> list[dict]:
-    return [
-        {"tool": "read", "arguments": {"filePath": "{cwd}/greet.py"}},
-        {"tool": "edit", "arguments": {"filePath": "{cwd}/greet.py", "oldString": 'return "Hello " + name',
-                                       "newString": new}},
-        {"tool": "bash", "arguments": {"command": "python3 -m unittest", "description": "Run the tests"}},
-        {"text": "Done: greet.py edited and the test run."},
-    ]
-
-
 @pytest.mark.slow
 def test_opencode_edits_a_repository_and_trains(stack: Stack, tmp_path: Path) -> None:
-    edit_and_train(stack, "opencode", script, tmp_path, agent_calls=4)
+    edit_and_train(stack, "opencode", opencode, tmp_path, agent_calls=4)
     assert stack.engine.side_requests  # the title agent's request

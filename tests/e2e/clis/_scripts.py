@@ -1,0 +1,40 @@
+"""What the scripted engine makes each CLI do, with its own tools: read greet.py, replace its return line
+by ``new``, run the test, answer. Arguments are the tools' own schemas (``{cwd}``: the workspace)."""
+
+from __future__ import annotations
+
+OLD = 'return "Hello " + name'
+ANSWER = {"text": "Done: greet.py edited and the test run."}
+
+
+def claude_code(new: str) -> list[dict]:
+    return [
+        {"tool": "Read", "arguments": {"file_path": "{cwd}/greet.py"}},
+        {"tool": "Edit", "arguments": {"file_path": "{cwd}/greet.py", "old_string": OLD, "new_string": new}},
+        {"tool": "Bash", "arguments": {"command": "python3 -m unittest", "description": "Run the tests"}},
+        ANSWER,
+    ]
+
+
+def codex(new: str) -> list[dict]:
+    # apply_patch run through exec_command: Codex intercepts it and applies the patch itself
+    patch = f"apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: greet.py\n@@\n-    {OLD}\n+    {new}\n*** End Patch\nPATCH"
+    return [
+        {"tool": "exec_command", "arguments": {"cmd": "cat greet.py"}},
+        {"tool": "exec_command", "arguments": {"cmd": patch}},
+        {"tool": "exec_command", "arguments": {"cmd": "python3 -m unittest"}},
+        ANSWER,
+    ]
+
+
+def opencode(new: str) -> list[dict]:
+    return [
+        {"tool": "read", "arguments": {"filePath": "{cwd}/greet.py"}},
+        {"tool": "edit", "arguments": {"filePath": "{cwd}/greet.py", "oldString": OLD, "newString": new}},
+        {"tool": "bash", "arguments": {"command": "python3 -m unittest", "description": "Run the tests"}},
+        ANSWER,
+    ]
+
+
+SCRIPTS = {"claude-code": claude_code, "codex": codex, "opencode": opencode}
+BINARIES = {"claude-code": "claude", "codex": "codex", "opencode": "opencode"}

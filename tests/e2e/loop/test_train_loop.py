@@ -92,6 +92,7 @@ def test_train_loop_records_everything_and_advances_the_policy(tmp_path: Path) -
     assert summary.baseline is not None and summary.final is not None
     assert summary.final.tasks == 3 and summary.final.policy_version == 2
     assert summary.held_out_line().startswith("held-out reward: ")
+    assert store.get_run(summary.run_id).ended_at is not None  # retention may purge it from now on
     # collect reruns the held-out tasks with the trained checkpoint, no training
     result = run_collect(config, config.run_dir / "checkpoints" / "step_000002")
     assert result.tasks == 3 and result.policy_version == 2

@@ -34,6 +34,7 @@ from harnessrl.gateway.errors import (
     LimitExceeded,
     NotImplementedMode,
     RolloutClosedError,
+    StoreUnavailable,
     UpstreamError,
 )
 from harnessrl.gateway.fidelity import classify_prompt
@@ -323,7 +324,7 @@ class ModelCall:
         acc = self._acc = StreamAccumulator(ApiKind.COMPLETIONS if rendered else p.kind)
         passthrough = None if rendered or p.translation is not None else \
             chat.Passthrough(p.model, self.plan.want_logprobs, self.plan.want_token_ids)
-        enc = None if passthrough is not None else self._encoder()
+        enc = self._enc = None if passthrough is not None else self._encoder()
         parser = self.s.renderer.stream_parse(self.state.id) if rendered else None
         opened = False
         async for data in sse_data(resp):
@@ -425,6 +426,10 @@ class ModelCall:
             self.s.registry.mark_closed(self.state.id)
             await self._respond_error(RolloutClosedError(str(exc)))
             return None
+        except StoreUnavailable as exc:  # disk full, database down: refused, not half-answered
+            self.state.calls -= 1
+            await self._respond_error(exc)
+            return None
         state = self.state
         state.tokens += sum(len(c.token_ids) for c in choices)
         if prompt and self.rendered is None:
@@ -439,6 +444,7 @@ class ModelCall:
         return index
 
     _acc: StreamAccumulator | None = None
+    _enc: Any = None
     _recorded = False
 
     async def _fail(self, exc: GatewayError, acc: StreamAccumulator | None = None) -> None:
@@ -452,15 +458,16 @@ class ModelCall:
         except RolloutClosed as closed:
             self.s.registry.mark_closed(self.state.id)
             exc = RolloutClosedError(str(closed))
+        except StoreUnavailable:
+            pass  # the harness hears the call's own error; the store's is logged by the recorder
         await self._respond_error(exc)
 
     async def _respond_error(self, exc: GatewayError) -> None:
         if not self._started:
             await exc.response()(self._scope, None, self._send)
             return
-        if self.p.translation is not None:  # in-band, in the API's own event format
-            enc = self._encoder()
-            payload = enc.error_event(exc.message)
+        if self._enc is not None:  # in-band, in the API's own event format
+            payload = self._enc.error_event(exc.message)
         else:
             payload = chat.Passthrough.error_event(exc)
         await self._send({"type": "http.response.body", "body": payload, "more_body": False})

@@ -75,6 +75,14 @@ class EngineUnavailable(GatewayError):
     status, type, code = 503, "engine_unavailable", "no_engine_available"
 
 
+class StoreUnavailable(GatewayError):
+    """The store refused the write (disk full, database down): the call is not recorded, so not answered.
+
+    503 so that clients retry: the gateway records again by itself once the store accepts writes."""
+
+    status, type, code = 503, "store_unavailable", "store_unavailable"
+
+
 class PauseTimeout(GatewayError):
     status, type, code = 503, "gateway_paused", "pause_timeout"
 

@@ -15,8 +15,9 @@ import threading
 from collections import defaultdict
 from typing import Any
 
+from harnessrl.gateway.errors import StoreUnavailable
 from harnessrl.gateway.redact import Redactor
-from harnessrl.store.base import NewCall, Store
+from harnessrl.store.base import NewCall, Store, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +121,12 @@ class Recorder:
             for call in calls:
                 try:
                     outcomes.append(self._store.record_calls([call])[0])
-                except Exception as exc:  # noqa: BLE001 - handed to the waiting request
+                except StoreError as exc:  # the store's verdict on this call (e.g. rollout closed)
                     log.warning("recording a call of rollout %s failed: %s", call.rollout_id, exc)
                     outcomes.append(exc)
+                except Exception as exc:  # noqa: BLE001 - the store itself failed: handed to the request
+                    log.warning("recording a call of rollout %s failed: %s", call.rollout_id, exc)
+                    outcomes.append(unavailable(exc))
         self.recorded += sum(1 for o in outcomes if not isinstance(o, BaseException))
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future, Any]]] = defaultdict(list)
         for (_, loop, fut), outcome in zip(batch, outcomes, strict=True):
@@ -144,6 +148,14 @@ class Recorder:
         if call.error:
             call.error = self._redact(call.error)
         return call
+
+
+def unavailable(exc: Exception) -> StoreUnavailable:
+    """A store failure (disk full, database unreachable) as the harness's 503, with the cause."""
+    return StoreUnavailable(
+        f"the call was not recorded, so it is not answered: the store refused the write ({type(exc).__name__}: "
+        f"{exc}). Free disk space or bring the database back; the gateway records again by itself, retry "
+        "the call.")
 
 
 def _resolve_all(results: list[tuple[asyncio.Future, Any]]) -> None:

@@ -1,0 +1,129 @@
+"""Fault suite helpers: fake engines and gateways as real processes, a disk filled to the last byte."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(TESTS))  # tests/ -> `fakes` importable
+
+ADMIN = "faults-admin-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, proc: subprocess.Popen, what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1).status_code < 500:
+                return
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError(f"{what} did not answer {url} within {timeout_s}s")
+
+
+@dataclass
+class EngineProc:
+    """The fake engine in its own process (``engine_proc.py``)."""
+
+    port: int
+    args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> EngineProc:
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("engine_proc.py")),
+                                      "--port", str(self.port), *self.args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_http(f"http://127.0.0.1:{self.port}/health", self.proc, "fake engine")
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+
+@dataclass
+class GatewayProc:
+    """``harnessrl gateway`` as a real process."""
+
+    proc: subprocess.Popen
+    url: str
+    log: Path
+
+    @property
+    def admin(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {ADMIN}"}
+
+    def rollout(self, task_id: str = "t", group_id: str = "g") -> dict:
+        r = httpx.post(f"{self.url}/admin/rollouts", headers=self.admin, timeout=30,
+                       json={"task_id": task_id, "group_id": group_id})
+        assert r.status_code == 201, r.text
+        return r.json()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_gateway_proc(workdir: Path, db_url: str, engines: list[str], config_toml: str = "",
+                       port: int | None = None, tag: str = "") -> GatewayProc:
+    """``harnessrl gateway`` as its own process (stderr in ``workdir``), once it answers."""
+    port = port or free_port()
+    log = workdir / f"gateway-{port}{tag}.log"
+    cmd = [sys.executable, "-m", "harnessrl.cli", "--log-level", "WARNING", "gateway", "--db", db_url,
+           "--port", str(port)]
+    for e in engines:
+        cmd += ["--engine", e]
+    if config_toml:
+        cfg = workdir / f"gateway-{port}.toml"
+        cfg.write_text(config_toml)
+        cmd += ["--config", str(cfg)]
+    env = {**os.environ, "HARNESSRL_ADMIN_TOKEN": ADMIN}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
+    gw = GatewayProc(proc, f"http://127.0.0.1:{port}", log)
+    try:
+        wait_http(f"{gw.url}/v1/models", proc, "gateway")
+    except RuntimeError as exc:
+        raise RuntimeError(f"{exc}; its log: {log.read_text()[-2000:]}") from None
+    return gw
+
+
+def fill(directory: Path, name: str = "filler") -> Path:
+    """Fill the file system of ``directory`` to the last byte; returns the filler file."""
+    path = directory / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        for size in (1 << 16, 1 << 12, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    os.write(fd, b"\0" * size)
+    finally:
+        os.close(fd)
+    return path

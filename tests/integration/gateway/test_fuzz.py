@@ -111,9 +111,16 @@ def _mutate(rng: random.Random, seed: dict) -> bytes:
     return json.dumps(body).encode()
 
 
+@pytest.mark.parametrize("mode", ["engine", "gateway"])
 @pytest.mark.parametrize("seed", [int(os.environ.get("HARNESSRL_FUZZ_SEED", "12"))])
-def test_fuzz_every_harness_route(make_gateway, seed):
-    gw = make_gateway(limits=GatewayLimits(max_body_bytes=64 * 1024, max_tokens_per_call=64))
+def test_fuzz_every_harness_route(make_gateway, seed, mode):
+    extra: dict[str, Any] = {}
+    if mode == "gateway":  # token-exact render mode: the renderer sees every mutated conversation
+        pytest.importorskip("transformers")
+        from harnessrl.gateway.render import RenderConfig
+
+        extra = {"render_mode": "gateway", "render": RenderConfig(tokenizer="tiny")}
+    gw = make_gateway(limits=GatewayLimits(max_body_bytes=64 * 1024, max_tokens_per_call=64), **extra)
     rng = random.Random(seed)
     failures: list[str] = []
     with httpx.Client(timeout=30) as http:

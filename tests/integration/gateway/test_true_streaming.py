@@ -107,3 +107,24 @@ def test_gateway_render_mode_streams_as_sampled(make_gateway, api):
         assert gw.store.get_calls(gw.store.list_rollouts()[0].id)[0].completion_token_ids == ids
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize("api", ["anthropic", "responses"])
+def test_engine_failing_mid_stream_ends_in_the_apis_own_error_event_and_is_recorded(gw, api):
+    r = gw.rollout()
+    gw.engine.break_stream_after = 6  # some text reached the harness, then the engine dies
+    path, body = BODIES[api]
+    with httpx.stream("POST", f"{r.base_url}{path}", json=body, headers={"Authorization": f"Bearer {r.api_key}"},
+                      timeout=30) as resp:
+        assert resp.status_code == 200
+        lines = [line for line in resp.iter_lines() if line.startswith("data: ")]
+    last = orjson.loads(lines[-1][6:])
+    if api == "anthropic":
+        assert last["type"] == "error" and "mid-stream" in last["error"]["message"]
+        assert not any('"message_stop"' in line for line in lines)
+    else:
+        assert last["type"] == "response.failed" and "mid-stream" in last["response"]["error"]["message"]
+        seq = [orjson.loads(line[6:])["sequence_number"] for line in lines]
+        assert seq == list(range(len(seq)))
+    (call,) = gw.store.get_calls(r.id)
+    assert call.status.value == "error" and call.completion_token_ids  # what was sampled is kept

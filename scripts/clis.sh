@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the production coding CLIs that tests/e2e/clis drives through the gateway, at pinned versions,
-# into ./.clis (gitignored), from the npm registry only. Idempotent: a second run with the same pins
+# into ./.clis (gitignored, ~1.2 GB), from the npm registry only. Idempotent: a second run with the same pins
 # only checks. Why npm and not the vendors' install scripts: those download binaries from elsewhere;
 # every CLI here ships its native binary as an optional npm platform package, so npm is enough.
 # node/npm come from Debian when missing (the CLIs' own `engines` field asks for node >= 22 for Claude
@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 CLAUDE_CODE_VERSION=2.1.332
 CODEX_VERSION=0.171.0
 OPENCODE_VERSION=1.18.33
-# OpenCode loads its provider package at run time and would `bun install` it from the registry in
-# every fresh HOME: installed here once, and the examples point OpenCode's config at this copy.
+# The provider package OpenCode's config names; its binary bundles a copy (nothing is fetched at run
+# time), this one is the pinned reference for the config's "npm" field.
 OPENAI_COMPATIBLE_VERSION=3.0.92
 PINS="@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION @openai/codex@$CODEX_VERSION opencode-ai@$OPENCODE_VERSION @ai-sdk/openai-compatible@$OPENAI_COMPATIBLE_VERSION"
 

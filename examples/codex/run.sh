@@ -35,8 +35,12 @@ base_url = "$OPENAI_BASE_URL"
 env_key = "OPENAI_API_KEY"
 wire_api = "responses"
 
+# offline: no analytics, no plugin marketplace sync (github.com, chatgpt.com)
 [analytics]
 enabled = false
+
+[features]
+plugins = false
 TOML
 
 if [ ! -d .git ]; then

@@ -15,9 +15,11 @@ here="$(cd "$(dirname "$0")" && pwd)"
 export PATH="${CLIS_BIN:-$here/../../.clis/node_modules/.bin}:$PATH"
 command -v opencode >/dev/null || { echo "opencode not found: run scripts/clis.sh (or set CLIS_BIN)" >&2; exit 127; }
 
-# Offline: no update check, no models.dev catalogue, no language-server downloads, no sharing.
+# Offline: no update check, no models.dev catalogue, no language-server downloads, no sharing; and npm
+# offline, for the plugin API OpenCode installs into its config folder in the background at each start
+# (without it, that install reaches the npm registry; offline it fails quietly and nothing changes).
 export OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_LSP_DOWNLOAD=1
-export OPENCODE_DISABLE_SHARE=1
+export OPENCODE_DISABLE_SHARE=1 npm_config_offline=true
 # Each attempt starts from a fresh OpenCode state (~/.local/share/opencode, ~/.config), outside the repository.
 HOME="$(mktemp -d)"
 export HOME

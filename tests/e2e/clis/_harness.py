@@ -89,8 +89,9 @@ class Stack:
         self.store.close()
 
     def attempt(self, example: str, script: list[dict[str, Any]], group_id: str, *,
-                timeout_s: float = 300) -> Attempt:
-        """One attempt of ``examples/<example>``'s task with ``script`` played by the engine."""
+                timeout_s: float = 300, env: dict[str, str] | None = None, sandbox: bool = True) -> Attempt:
+        """One attempt of ``examples/<example>``'s task with ``script`` played by the engine (``env``: more
+        attempt environment; ``sandbox=False``: the attempt runs without the runner's sandbox)."""
         tasks_dir = EXAMPLES / example / "tasks"
         record = json.loads((tasks_dir / "train.jsonl").read_text().splitlines()[0])
         r = self.admin.post("/admin/rollouts", json={"task_id": record["id"], "group_id": group_id,
@@ -99,8 +100,8 @@ class Stack:
         rid, key = r.json()["rollout_id"], r.json()["api_key"]
         workroot = self.tmp / "attempts"
         runner_config = RunnerConfig(command=["bash", str(EXAMPLES / example / "run.sh")], timeout_s=timeout_s,
-                                     keep_workdirs="all", env={"CLIS_BIN": str(CLIS_BIN)},
-                                     **sandbox_read_only(CLIS_BIN.parents[1]))
+                                     keep_workdirs="all", env={"CLIS_BIN": str(CLIS_BIN), **(env or {})},
+                                     **(sandbox_read_only(CLIS_BIN.parents[1]) if sandbox else {"sandbox": "none"}))
         rewards_config = RewardConfig(verifier=[sys.executable, str(EXAMPLES / example / "verify.py")])
         spec = make_attempt_spec(runner_config, rollout_id=rid, task_id=record["id"], task_input=record["input"],
                                  gateway_url=self.gateway.url, api_key=key,

@@ -2,7 +2,8 @@
 
 Order of decisions (first match wins):
 
-1. The attempt is an ``infra`` failure (never started, cancelled): no reward at all.
+1. The attempt is an ``infra`` failure (never started, cancelled), or the harness stopped at a call that
+   failed on the serving side (engine died, no engine, store down; ``serving.py``): no reward at all.
 2. A protected file changed, or the working directory is gone: ``tamper`` = 0 and ``final`` = 0; the
    verifier is not run and hidden files are never copied into a workspace the agent has tampered with.
 3. The attempt timed out and ``timed_out_reward`` is set: ``final`` = that.
@@ -26,6 +27,7 @@ from typing import Any
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.rewards.guards import find_tampering
 from harnessrl.rewards.posted import POSTED, SCORING_NAMES, posts_are_trained
+from harnessrl.rewards.serving import serving_failure
 from harnessrl.rewards.verifier import VerifierError, run_verifier
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.runners.workspace import WorkspaceError
@@ -94,6 +96,9 @@ async def score_attempt(
         status = RolloutStatus.FAILED if result.status is RolloutStatus.SUCCEEDED else result.status
         return finish(None, status=status, failure_kind=FailureKind.INFRA,
                       reason=result.reason or "attempt did not run")
+    served = await asyncio.to_thread(serving_failure, store, result)
+    if served is not None:
+        return finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=served)
     if result.workdir is None:
         # The attempt ran elsewhere (a Kubernetes pod): there is no local workspace to check or verify.
         return await _score_remote(spec, result, store, config, finish)

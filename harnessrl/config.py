@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harnessrl.engines.config import EngineConfig
 from harnessrl.gateway.config import GatewayConfig
@@ -53,7 +53,20 @@ class RunConfig(BaseModel):
     max_retries: int = Field(
         2, ge=0, description="Re-queues of an attempt that failed for infrastructure reasons, per step."
     )
-    seed: int = Field(0, description="Seed for task selection (the trainer has its own in [training]).")
+    seed: int = Field(
+        0, description="Seed of the run: task order, dynamic-sampling extras, and (unless [engine] seed or "
+        "[training] seed say otherwise) the engine's sampling and the trainer's RNGs. The same seed on the same "
+        "machine picks the same tasks and samples; concurrent harnesses can still reorder engine requests."
+    )
+    dynamic_sampling: bool = Field(
+        False, description="Keep launching groups of extra train tasks until the step has tasks_per_step groups "
+        "whose rewards differ (zero-variance groups carry no gradient), as DAPO does; bounded by "
+        "max_attempts_per_step. Counted per step (count/dynamic.*)."
+    )
+    max_attempts_per_step: int | None = Field(
+        None, ge=1, description="dynamic_sampling: most attempts one step may launch, extras included "
+        "(None: 3 x tasks_per_step x attempts_per_task)."
+    )
 
 
 class TasksConfig(BaseModel):
@@ -109,6 +122,15 @@ class HarnessConfig(BaseModel):
     #: Folder of the config file: relative paths in it resolve from here.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 
+    @model_validator(mode="after")
+    def _one_seed(self) -> HarnessConfig:
+        """``[run] seed`` seeds the engine's sampling and the trainer unless their sections set their own."""
+        if "seed" not in self.engine.model_fields_set:
+            self.engine.seed = self.run.seed
+        if "seed" not in self.training.model_fields_set:
+            self.training.seed = self.run.seed
+        return self
+
     def resolve(self, path: str | None) -> Path | None:
         """A path from the config, made absolute relative to the config file's folder."""
         if path is None:
@@ -148,6 +170,8 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ha
         argv = data.get(section, {}).get(key)
         if isinstance(argv, list) and (local or section != "runner"):
             data[section][key] = _absolute_files(argv, base)
+    if local and isinstance(runner.get("sandbox_read_only"), list):  # folders beside the config file
+        runner["sandbox_read_only"] = [str((base / str(p)).resolve()) for p in runner["sandbox_read_only"]]
     k8s = runner.get("kubernetes", {})
     if isinstance(k8s, dict) and isinstance(k8s.get("job_template_file"), str):
         k8s["job_template_file"] = str((base / k8s["job_template_file"]).resolve())

@@ -27,7 +27,7 @@ def test_rl_raises_the_tool_call_rate(tmp_path: Path) -> None:
     text = (TOOLS / "config.toml").read_text()
     for key, value in (("dir", f'"{tmp_path / "run"}"'), ("steps", "2"), ("tasks_per_step", "4"),
                        ("eval_tasks", "12"), ("train", f'"{DEMO / "train.jsonl"}"'),
-                       ("eval", f'"{DEMO / "eval.jsonl"}"')):
+                       ("eval", f'"{DEMO / "eval.jsonl"}"'), ("sandbox_read_only", f'["{DEMO}"]')):
         text = "\n".join(f"{key} = {value}" if line.startswith(f"{key} = ") else line for line in text.splitlines())
     text = text.replace('["python", "agent.py"]', f'["{sys.executable}", "{TOOLS / "agent.py"}"]')
     text = text.replace('["python", "../demo/verify.py"]', f'["{sys.executable}", "{DEMO / "verify.py"}"]')

@@ -47,6 +47,8 @@ def write_config(tmp_path: Path, task: str = "slugify", attempts: int = 1,
     record = swe_task(f"swe-{task}")
     (tmp_path / "tasks.jsonl").write_text(json.dumps(record) + "\n")
     cfg = tmp_path / "config.toml"
+    # ranked_verify.py ranks verifiers by a marker file they share; sandboxed verifiers share nothing
+    sandbox = 'sandbox = "none"' if verifier.name == "ranked_verify.py" else ""
     cfg.write_text(f"""
 [run]
 name = "swe-e2e"
@@ -69,6 +71,7 @@ command = ["bash", "{SWE / 'run_agent.sh'}"]
 concurrency = 2
 timeout_s = 240
 keep_workdirs = "all"
+{sandbox}
 [runner.env]
 SWE_STEP_LIMIT = "{STEP_LIMIT}"
 [rewards]

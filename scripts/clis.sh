@@ -3,8 +3,9 @@
 # into ./.clis (gitignored, ~1.2 GB), from the npm registry only. Idempotent: a second run with the same pins
 # only checks. Why npm and not the vendors' install scripts: those download binaries from elsewhere;
 # every CLI here ships its native binary as an optional npm platform package, so npm is enough.
-# node/npm come from Debian when missing (the CLIs' own `engines` field asks for node >= 22 for Claude
-# Code, but its wrapper only execs the native binary, which node 18+ runs fine).
+# node/npm: the machine's, or Debian's when npm is missing. Tested with node 20.20: Claude Code's package
+# asks for node >= 22, but node only runs its install script, which puts the native binary in place.
+# Install scripts run (no --ignore-scripts): they copy binaries out of the platform packages, nothing more.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLAUDE_CODE_VERSION=2.1.332
@@ -31,8 +32,7 @@ if [ -f .clis/pins ] && [ "$(cat .clis/pins)" = "$PINS" ] && [ -x .clis/node_mod
   exit 0
 fi
 [ -f .clis/package.json ] || echo '{"name": "harnessrl-clis", "private": true}' > .clis/package.json
-# --include=optional: the native binaries are optional platform packages; --ignore-scripts is not used
-# because no postinstall here downloads anything (they only link the platform package).
+# --include=optional: the native binaries are optional platform packages.
 npm install --prefix .clis --save-exact --no-audit --no-fund --loglevel=error --include=optional \
   --engine-strict=false $PINS
 for bin in claude codex opencode; do

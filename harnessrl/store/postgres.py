@@ -28,6 +28,7 @@ that comes from subprocesses) a NUL is stored as U+FFFD.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -41,7 +42,7 @@ try:
     import psycopg
     from psycopg.rows import dict_row
     from psycopg.sql import SQL, Identifier
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError(
         "the PostgreSQL store needs psycopg 3: pip install 'harnessrl[postgres]' "
@@ -165,9 +166,35 @@ class PostgresStore(SqlStore):
     @contextmanager
     def _write_calls(self) -> Iterator[psycopg.Connection[Any]]:
         """Pipelined: BEGIN, lock and last-index queries travel together, then the inserts and COMMIT,
-        so a batch costs two round trips to the server instead of six."""
-        with self._pool_or_raise().connection() as conn, conn.pipeline(), conn.transaction():
-            yield conn
+        so a batch costs two round trips to the server instead of six.
+
+        A connection lost during COMMIT (the server restarts) leaves the outcome unknown: the transaction
+        id, read in the first round trip, tells whether it committed, so the batch is neither lost nor,
+        when the caller retries, recorded twice."""
+        xid = None
+        try:
+            with self._pool_or_raise().connection() as conn, conn.pipeline():
+                with conn.transaction():
+                    cur = conn.execute("SELECT txid_current()")
+                    yield conn
+                    xid = cur.fetchone()["txid_current"]  # already here: the body's reads synced the pipeline
+        except psycopg.OperationalError:
+            if xid is None or not self._committed(xid):
+                raise
+
+    def _committed(self, xid: int, wait_s: float = 60.0) -> bool:
+        """Whether transaction ``xid`` committed, asked on a new connection (waits for the server)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                with self._pool_or_raise().connection(timeout=max(0.1, deadline - time.monotonic())) as conn:
+                    status = conn.execute("SELECT txid_status(%s)", (xid,)).fetchone()["txid_status"]
+                if status != "in progress":
+                    return status == "committed"
+            except (psycopg.OperationalError, PoolTimeout):
+                if time.monotonic() > deadline:
+                    return False
+            time.sleep(0.2)
 
     def _in_ids(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         return " = ANY(%s)", [list(ids)]

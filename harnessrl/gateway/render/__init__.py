@@ -12,10 +12,12 @@ Fidelity of a rendered prompt, relative to the earlier call ``P`` it reuses (``p
 - ``extended``: ``prompt == P.prompt + P.completion + eot + suffix``: ``eot`` is the template's end-of-turn
   tokens the engine did not sample (for ChatML the ``\n`` after ``<|im_end|>``, or ``<|im_end|>\n`` when the
   engine stopped without it, which the reason then records); ``suffix`` is the template's text after the
-  assistant turn (tool results, user turns, generation prompt), tokenized fresh. The usual case.
+  assistant turn (tool results, user turns, generation prompt), tokenized fresh. The usual case. Also when
+  the template renders the reused assistant turns differently once later turns exist (Qwen3 drops earlier
+  thinking): the sampled tokens are kept, never re-rendered, and the reason says so.
 - ``rerendered``: the whole prompt tokenized from the template, with the reason: first call of the chain;
   no earlier conversation is a prefix (summarized, truncated, edited history); tool definitions changed;
-  or the template renders earlier turns differently once later turns exist.
+  or the template renders earlier turns differently once later turns exist, beyond the assistant turns.
 
 Matching is by message (role, text, tool calls by name and parsed arguments, tool_call_id), never by
 re-tokenizing, and each request picks the longest matching call among *all* the rollout's calls, so
@@ -32,7 +34,13 @@ from harnessrl.gateway.render.templates import (
     TemplateNotFound,
     resolve_chat_template,
 )
-from harnessrl.gateway.render.toolcalls import TOOL_PARSERS, HermesToolCallParser, make_tool_parser
+from harnessrl.gateway.render.toolcalls import (
+    TOOL_PARSERS,
+    HermesToolCallParser,
+    Llama3JsonToolCallParser,
+    Qwen3CoderToolCallParser,
+    make_tool_parser,
+)
 
 __all__ = [
     "BUILTIN_TEMPLATES",
@@ -40,6 +48,8 @@ __all__ = [
     "TOOL_PARSERS",
     "ChatRenderer",
     "HermesToolCallParser",
+    "Llama3JsonToolCallParser",
+    "Qwen3CoderToolCallParser",
     "RenderConfig",
     "RenderError",
     "RenderedPrompt",

@@ -25,7 +25,8 @@ class RenderConfig(BaseModel):
     )
     tool_parser: str = Field(
         default="auto",
-        description="How completions become tool calls: 'auto' (from the template), 'hermes' or 'none'.",
+        description="How completions become tool calls: 'auto' (from the template), 'hermes' (Qwen2.5/3 JSON), "
+        "'qwen3_coder' (Qwen3-Coder/Qwen3.5 XML), 'llama3_json' or 'none'.",
     )
     max_prefix_attempts: int = Field(
         default=4,

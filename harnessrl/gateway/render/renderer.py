@@ -6,8 +6,10 @@ rollout whose conversation (its messages plus the assistant message we returned)
 one, compared message by message, and reuse that call's prompt and sampled completion token for token.
 Only the text the template adds after that assistant turn (its closing glue, tool results, user turns, the
 generation prompt) is tokenized, and we take it from the template's rendering of the whole conversation,
-after checking that the rendering of the reused part is a prefix of it (some templates render earlier turns
-differently once later ones exist; then we re-render from scratch and say why).
+after checking that the rendering of the reused part is a prefix of it. Some templates render earlier
+assistant turns differently once later ones exist (Qwen3 drops their thinking): the sampled tokens still
+stand, and the new text starts after the same number of turns in the full rendering; when anything else
+renders differently we re-render from scratch and say why.
 """
 
 from __future__ import annotations
@@ -48,6 +50,17 @@ class _RenderState:
 
 def _text_digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def _after_turns(text: str, eot: str, n: int) -> int:
+    """The position just after the ``n``-th ``eot`` in ``text``, or -1."""
+    at = 0
+    for _ in range(n):
+        found = text.find(eot, at)
+        if found < 0:
+            return -1
+        at = found + len(eot)
+    return at if n else -1
 
 
 class TemplateRenderer:
@@ -125,8 +138,20 @@ class TemplateRenderer:
                 parent=entry.label, state=_RenderState(conv, entry, parent_len),
             )
         prefix_text = self.render_text(conv.messages[:k], conv.tools, generation=False)
+        suffix_start, kept_reason = len(prefix_text), None
         if not full_text.startswith(prefix_text):
-            return f"the chat template renders the turns of call {entry.label} differently once later turns are added"
+            # Some templates render earlier assistant turns differently once a later user turn exists
+            # (Qwen3 drops their thinking). The sampled tokens stand: take from the full rendering only what
+            # follows call's turn -- found as the end of the same number of turns.
+            suffix_start = _after_turns(full_text, self.end_of_turn_text, prefix_text.count(self.end_of_turn_text)
+                                        if self.end_of_turn_text else 0)
+            first = next(i for i, m in enumerate(conv.messages) if m["role"] == "assistant")
+            before = self.render_text(conv.messages[:first], conv.tools, generation=True)
+            if suffix_start < 0 or not (full_text.startswith(before) and prefix_text.startswith(before)):
+                return (f"the chat template renders the turns of call {entry.label} differently once later "
+                        "turns are added")
+            kept_reason = (f"the chat template renders call {entry.label}'s turn differently once later turns "
+                           "are added (e.g. it drops the thinking); its sampled tokens were kept")
         if not prefix_text.endswith(self.end_of_turn_text):
             return f"the chat template does not close call {entry.label}'s assistant turn with {self.end_of_turn_text!r}"
         known = entry.prompt_text_len
@@ -138,11 +163,11 @@ class TemplateRenderer:
             return f"the chat template renders call {entry.label}'s assistant turn unlike its generation prompt"
         prompt = entry.context_ids()
         parent_len = len(prompt)
-        suffix = self.encode(full_text[len(prefix_text):])
+        suffix = self.encode(full_text[suffix_start:])
         prompt.extend(suffix)
         appended = len(entry.end_of_turn)
         fidelity = Fidelity.EXACT if not suffix and not appended else Fidelity.EXTENDED
-        reason = None
+        reason = kept_reason
         if appended == len(self.chat.end_of_turn_ids) and appended:
             # Not even the end-of-turn token was sampled (stopped by length or a stop string): say so.
             reason = f"call {entry.label}'s turn was closed with {appended} end-of-turn token(s) it did not sample"

@@ -1,5 +1,7 @@
 """Parsing sampled text back into OpenAI tool calls, per model family.
 
+Formats: Hermes JSON in ``<tool_call>`` (Hermes, Qwen2.5, Qwen3), the Qwen3-Coder XML form
+(``<function=...><parameter=...>``, also Qwen3.5), and Llama 3.x JSON (``{"name": ..., "parameters": ...}``).
 The parser must agree with the chat template that rendered the tools (what the model was shown is what it
 imitates). A small registry maps a name to a parser; ``auto`` picks by looking at the template. A parser
 never raises: text it cannot read as tool calls is returned as plain assistant content, so a malformed
@@ -89,9 +91,71 @@ class HermesToolCallParser:
         return ParsedToolCall(name=obj["name"], arguments=arguments)
 
 
+class Qwen3CoderToolCallParser:
+    """The XML form of Qwen3-Coder (and Qwen3.5): ``<tool_call>\n<function=NAME>\n<parameter=ARG>\nVALUE\n
+    </parameter>\n</function>\n</tool_call>``. A value that reads as JSON other than a string (a number, an
+    object, ``true``) becomes that value, else it stays text -- the template writes strings bare and other
+    values as JSON, so this is its inverse. Anything malformed: the whole completion is text."""
+
+    start_marker = "<tool_call>"
+    _block = re.compile(r"<tool_call>\s*<function=([^>\n]+)>(.*?)</function>\s*(?:</tool_call>|\Z)", re.S)
+    _param = re.compile(r"<parameter=([^>\n]+)>\n?(.*?)\n?</parameter>", re.S)
+
+    def parse(self, text: str) -> ParsedCompletion:
+        if "<tool_call>" not in text:
+            return ParsedCompletion(content=text)
+        calls = []
+        for match in self._block.finditer(text):
+            arguments = {}
+            for p in self._param.finditer(match.group(2)):
+                arguments[p.group(1).strip()] = self._value(p.group(2))
+            calls.append(ParsedToolCall(name=match.group(1).strip(),
+                                        arguments=json.dumps(arguments, ensure_ascii=False)))
+        rest = self._block.sub("", text)
+        if not calls or "<tool_call>" in rest:
+            return ParsedCompletion(content=text)
+        content = rest.strip()
+        return ParsedCompletion(content=content or None, tool_calls=calls)
+
+    @staticmethod
+    def _value(raw: str) -> object:
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            return raw
+        return raw if isinstance(value, str) else value
+
+
+class Llama3JsonToolCallParser:
+    """Llama 3.1-3.3 JSON tool calls: the whole answer is ``{"name": ..., "parameters": {...}}`` (optionally
+    after ``<|python_tag|>``; several separated by ``;``). Anything else is text."""
+
+    start_marker = '{"name"'
+
+    def parse(self, text: str) -> ParsedCompletion:
+        body = text.strip()
+        if body.startswith("<|python_tag|>"):
+            body = body[len("<|python_tag|>"):].strip()
+        if not body.startswith("{"):
+            return ParsedCompletion(content=text)
+        calls = []
+        for part in body.split(";"):
+            try:
+                obj = json.loads(part)
+            except ValueError:
+                return ParsedCompletion(content=text)
+            call = HermesToolCallParser._call(obj)
+            if call is None:
+                return ParsedCompletion(content=text)
+            calls.append(call)
+        return ParsedCompletion(content=None, tool_calls=calls)
+
+
 #: Tool-call parsers by name, selectable in ``RenderConfig.tool_parser``.
-TOOL_PARSERS: dict[str, type[HermesToolCallParser] | type[NoToolCallParser]] = {
+TOOL_PARSERS: dict[str, type[ToolCallParser]] = {
     "hermes": HermesToolCallParser,
+    "qwen3_coder": Qwen3CoderToolCallParser,
+    "llama3_json": Llama3JsonToolCallParser,
     "none": NoToolCallParser,
 }
 
@@ -101,9 +165,17 @@ class UnknownToolParser(ValueError):
 
 
 def make_tool_parser(choice: str, template: str) -> tuple[str, ToolCallParser]:
-    """``(name, parser)``; ``auto`` reads the chat template: ``<tool_call>`` means Hermes."""
+    """``(name, parser)``; ``auto`` reads the chat template: ``<function=`` means the Qwen3-Coder XML form,
+    ``<tool_call>`` Hermes JSON, ``"parameters": `` with an ``ipython`` role Llama 3 JSON."""
     if choice == "auto":
-        choice = "hermes" if "<tool_call>" in template else "none"
+        if "<function=" in template:
+            choice = "qwen3_coder"
+        elif "<tool_call>" in template:
+            choice = "hermes"
+        elif '"parameters": ' in template and "ipython" in template:
+            choice = "llama3_json"
+        else:
+            choice = "none"
     if choice not in TOOL_PARSERS:
         raise UnknownToolParser(f"tool_parser {choice!r} is not one of {sorted(TOOL_PARSERS)} or 'auto'")
     return choice, TOOL_PARSERS[choice]()

@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from harnessrl.gateway.admin import AdminApi, json_response
-from harnessrl.gateway.call import CallHandler, Services
+from harnessrl.gateway.call import CallHandler, Services, error_response
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.engine_hop import EngineHop
 from harnessrl.gateway.errors import BadRequest, GatewayError, RolloutClosedError
@@ -133,7 +133,7 @@ class Gateway:
             body = await read_json(request, self.config.limits.max_body_bytes)
             t = self.calls.translate(state, ApiKind.ANTHROPIC_MESSAGES, body, request)
         except GatewayError as exc:
-            return exc.response()
+            return error_response(exc, ApiKind.ANTHROPIC_MESSAGES)
         return json_response({"input_tokens": await self.calls.count_tokens(state, t.chat)})
 
     async def _models(self, request: Request) -> Response:

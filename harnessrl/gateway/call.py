@@ -98,7 +98,7 @@ class CallHandler:
             body = await read_json(request, self.s.config.limits.max_body_bytes)
             parsed = self.parse(state, api, body, request)
         except GatewayError as exc:
-            return exc.response()
+            return error_response(exc, api)
         return ModelCall(self.s, state, parsed, t0)
 
     def parse(self, state: RolloutState, api: ApiKind, body: Any, request: Request) -> Parsed:
@@ -464,13 +464,21 @@ class ModelCall:
 
     async def _respond_error(self, exc: GatewayError) -> None:
         if not self._started:
-            await exc.response()(self._scope, None, self._send)
+            await error_response(exc, self.p.api)(self._scope, None, self._send)
             return
         if self._enc is not None:  # in-band, in the API's own event format
             payload = self._enc.error_event(exc.message)
         else:
             payload = chat.Passthrough.error_event(exc)
         await self._send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+def error_response(exc: GatewayError, api: ApiKind) -> Response:
+    """The error in the API's own shape: Anthropic's for the Messages API, OpenAI's otherwise."""
+    if api != ApiKind.ANTHROPIC_MESSAGES:
+        return exc.response()
+    return Response(orjson.dumps(anthropic.error_body(exc.status, exc.message, exc.code)), status_code=exc.status,
+                    media_type="application/json")
 
 
 def _chat_logprobs(out: dict, i: int) -> dict:

@@ -194,6 +194,19 @@ def to_chat(body: Any, beta: str | None = None) -> Translation:
     return t
 
 
+#: Anthropic's error types by HTTP status (its clients and Claude Code read ``error.type``).
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 410: "invalid_request_error", 413: "request_too_large",
+                429: "rate_limit_error", 503: "overloaded_error"}
+
+
+def error_body(status: int, message: str, code: str | None) -> dict[str, Any]:
+    """An error in the Messages API's shape (``{"type": "error", "error": {"type", "message"}}``), with the
+    gateway's own code kept beside it."""
+    kind = _ERROR_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": message, "code": code}}
+
+
 def count_estimate(chat: dict[str, Any]) -> int:
     """A rough token count (4 bytes a token) for when no engine can count exactly."""
     return max(1, len(orjson.dumps([chat.get("messages"), chat.get("tools")])) // 4)

@@ -219,3 +219,15 @@ def test_context_window_clamps_max_tokens_or_names_both_numbers(make_gateway, wi
         c.chat.completions.create(model="m", messages=[{"role": "user", "content": "x" * 100}], max_tokens=10)
     assert "103 tokens" in str(info.value) and "context is 64 tokens" in str(info.value)
     assert gw.store.get_calls(r.id)[-1].status == CallStatus.ERROR
+
+
+def test_messages_errors_have_anthropics_shape(gw):
+    r = gw.rollout()
+    url = f"{r.base_url.removesuffix('/v1')}/v1/messages"
+    bad = httpx.post(url, json={"model": "c", "messages": []}, headers={"x-api-key": r.api_key})
+    assert bad.status_code == 400
+    body = bad.json()
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert "messages" in body["error"]["message"]
+    nokey = httpx.post(url, json={"model": "c", "messages": [{"role": "user", "content": "x"}]})
+    assert nokey.status_code == 401 and nokey.json()["error"]["type"] == "authentication_error"

@@ -159,7 +159,8 @@ class Passthrough:
         """The bytes to send now for one engine chunk; closing chunks (and all after them) are held."""
         raw["model"] = self.model
         out = sse(strip(raw, self.want_logprobs, self.want_token_ids))
-        if self._held or not raw.get("choices") or any(c.get("finish_reason") for c in raw["choices"]):
+        choices = raw.get("choices") or ()
+        if self._held or any(c.get("finish_reason") for c in choices) or (not choices and raw.get("usage")):
             self._held.append(out)
             return b""
         return out

@@ -308,6 +308,8 @@ class GatewayBridge:
                 await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
             finally:
                 up_writer.close()
+        except asyncio.CancelledError:
+            pass  # aclose() ends open connections; the server's callback must not log that as an error
         finally:
             writer.close()
             self._tasks.discard(task)

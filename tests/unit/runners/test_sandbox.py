@@ -8,7 +8,9 @@ import logging
 import os
 import shutil
 import socket
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ from harnessrl.runners.local import LocalRunner
 from harnessrl.runners.sandbox import SandboxUnavailable, python_paths, resolve_bwrap
 from harnessrl.types import RolloutStatus
 
-from ._helpers import script, wait_dead
+from ._helpers import script, wait_dead, wait_gone
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (scripts/bubblewrap.sh)")
 
@@ -73,14 +75,14 @@ def test_an_attempt_sees_its_workspace_and_reaches_only_the_gateway(tmp_path: Pa
     runner = LocalRunner(config, tmp_path / "attempts", hide=[tmp_path / "scripts" / "secret.txt"])
     spec = make_attempt_spec(config, rollout_id="s1", task_id="t", task_input={},
                              gateway_url=f"http://127.0.0.1:{gateway.getsockname()[1]}", api_key="k")
-    marker = Path("/tmp") / f"outside-{tmp_path.name}"  # the real /tmp is not the attempt's
+    marker = Path("/tmp") / f"outside-{os.getpid()}-{time.time_ns()}"  # the real /tmp is not the attempt's
     marker.write_text("x")
     try:
         result = asyncio.run(runner.run(spec))
     finally:
         gateway.close()
         other.close()
-        marker.unlink()
+        marker.unlink(missing_ok=True)
     assert result.status is RolloutStatus.SUCCEEDED, result.stderr
     seen = json.loads((result.workdir / "seen.json").read_text())
     home = Path(os.environ["HOME"]).resolve()
@@ -129,3 +131,31 @@ def test_unsandboxed_attempts_keep_the_process_group_guarantees(tmp_path: Path) 
     result = asyncio.run(LocalRunner(config, tmp_path / "attempts").run(spec))
     assert result.status is RolloutStatus.TIMED_OUT and result.sandbox is None
     assert all(wait_dead(int(p)) for p in (result.workdir / "pids").read_text().split())
+
+
+@needs_bwrap
+def test_cancelling_an_attempt_with_an_open_gateway_connection_is_clean(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    gateway, hits = _listener()
+    port = gateway.getsockname()[1]
+    code = f"import socket, time; s = socket.create_connection(('127.0.0.1', {port})); print('in', flush=True); " \
+           "time.sleep(60)"
+    config = RunnerConfig(command=[sys.executable, "-c", code], sandbox="bubblewrap")
+    runner = LocalRunner(config, tmp_path / "attempts")
+    spec = make_attempt_spec(config, rollout_id="c1", task_id="t", task_input={},
+                             gateway_url=f"http://127.0.0.1:{port}", api_key="k")
+
+    async def main() -> None:
+        task = asyncio.create_task(runner.run(spec))
+        while not hits:
+            await asyncio.sleep(0.02)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(main())
+    gateway.close()
+    assert "Exception in callback" not in caplog.text and "Traceback" not in caplog.text
+    assert wait_gone(code)

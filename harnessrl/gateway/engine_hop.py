@@ -16,7 +16,7 @@ from harnessrl.gateway.errors import EngineUnavailable, LimitExceeded, UpstreamE
 from harnessrl.gateway.pool import CONNECT_ERRORS, RETRY_STATUSES, Engine, EnginePool
 from harnessrl.gateway.upstream import UpstreamResponse
 
-_WINDOW = re.compile(rb"maximum context length is (\d+)")
+_WINDOW = re.compile(rb"maximum (?:context|model) length (?:is|of) (\d+)")
 _PROMPT = re.compile(rb"\((\d+) in the (?:messages|prompt)|has (\d+) input tokens|prompt has (\d+) tokens"
                      rb"|prompt \(length (\d+)\)")
 

@@ -137,7 +137,7 @@ def _():
         "        open(os.path.join(ws, 'solution.txt'), 'w').write(open(p).read()); break\n"
         "    time.sleep(0.01)\n"
     )
-    p = subprocess.Popen([sys.executable, "-c", code, "redteam-daemon"], start_new_session=True,
+    p = subprocess.Popen([sys.executable, "-c", code, T["daemon_marker"]], start_new_session=True,
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return f"started pid {p.pid}"
 

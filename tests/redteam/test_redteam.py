@@ -109,6 +109,7 @@ class World:
             port=0, engines=[self.engine.url], admin_token=ADMIN, health_interval_s=0.2))).start()
         self.canary = Canary()
         self.private_tmp = Path("/tmp") / f"redteam-pwned-{os.getpid()}-{id(self)}"
+        self.daemon_marker = f"redteam-daemon-{os.getpid()}-{id(self)}"  # to kill only our own leftovers
 
     def rollout(self, task_id: str) -> tuple[str, str]:
         made = httpx.post(f"{self.gateway.url}/admin/rollouts", headers={"Authorization": f"Bearer {ADMIN}"},
@@ -128,7 +129,7 @@ class World:
             "task_file": str(self.task_file), "other_workspace_file": str(self.attempts / "other/workspace/secret.txt"),
             "write_targets": self.write_targets(), "verifier": str(self.project / "verify.py"),
             "canary_port": self.canary.port, "engine_port": httpx.URL(self.engine.url).port,
-            "controller_pid": os.getpid(), "other_rollout": victim,
+            "controller_pid": os.getpid(), "other_rollout": victim, "daemon_marker": self.daemon_marker,
         }
         config = RunnerConfig(command=[sys.executable, str(self.project / "agent.py")], sandbox=sandbox,  # type: ignore[arg-type]
                               timeout_s=60, keep_workdirs="all")
@@ -153,7 +154,7 @@ class World:
         return report, outcome, rid
 
     def close(self) -> None:
-        _kill_daemons("redteam-daemon")
+        _kill_daemons(self.daemon_marker)
         self.gateway.stop()
         self.engine.stop()
         self.canary.sock.close()

@@ -23,7 +23,7 @@ from starlette.staticfiles import StaticFiles
 from harnessrl.store import NotFound, Store
 from harnessrl.types import FailureKind, RolloutStatus
 from harnessrl.ui import summary, views
-from harnessrl.ui.auth import TokenGate
+from harnessrl.ui.auth import VIEWER, TokenGate
 from harnessrl.ui.conversation import pretty_json, request_turns, response_turns
 from harnessrl.ui.plots import Series, line_chart
 from harnessrl.ui.runfiles import find_run_dir, load_run_files
@@ -127,8 +127,10 @@ class Dashboard:
         prompt_cells = token_cells(prompt[cut:], None, 0, decode)
         completion_cells = token_cells(call.completion_token_ids, call.completion_logprobs,
                                        training.trained_tokens, decode)
+        # Viewers see tokens as text; the raw IDs only when they ask (?ids=1). Operators always.
+        show_ids = getattr(request.state, "harnessrl_role", None) != VIEWER or request.query_params.get("ids") == "1"
         return self.render(
-            request, "call.html", v=v, call=call, training=training, prompt_cells=prompt_cells,
+            request, "call.html", v=v, call=call, training=training, prompt_cells=prompt_cells, show_ids=show_ids,
             prompt_cut=cut, completion_cells=completion_cells, decoded=decode is not None,
             tokenizer=self.tokenizers.spec_for(v.run.config if v.run else None),
             request_turns=request_turns(call.request), response_turns=response_turns(call.response),

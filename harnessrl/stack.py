@@ -121,11 +121,18 @@ class Stack:
 
 def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engine: Any, tokenizer: Any,
                   vllm: Any = None) -> Any:
+    import torch
+
     from harnessrl.models import load_model
     from harnessrl.training import FolderPublisher, InProcessPublisher, Trainer
+    from harnessrl.training.shared_base import can_share, share_frozen_base
 
-    model, tok = load_model(config.engine.model, dtype="float32")
-    tokenizer = tokenizer or tok
+    if engine is not None and can_share(engine.model, config.training.lora is not None, torch.device("cpu")) \
+            and config.training.device in ("auto", "cpu") and not torch.cuda.is_available():
+        model = share_frozen_base(engine.model)  # LoRA on CPU: one copy of the frozen base for both
+    else:
+        model, tok = load_model(config.engine.model, dtype="float32")
+        tokenizer = tokenizer or tok
     run_dir = config.run_dir
     folder = FolderPublisher(run_dir / "policies", tokenizer=tokenizer)
     publisher: Any = InProcessPublisher(engine) if engine is not None else folder

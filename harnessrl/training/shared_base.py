@@ -1,0 +1,31 @@
+"""A trainer model that shares the serving model's frozen base weights (LoRA in one process).
+
+Under LoRA the base weights never change, so the embedded engine and the trainer can read the same
+tensors: the trainer gets a structural copy of the engine's module tree whose parameters and buffers *are*
+the engine's (same storage), and peft then injects its adapter into the copy only. For SmolLM2-135M in
+fp32 that is 540 MB not held twice. Each side keeps its own modules, configs and adapter, so the engine
+still serves exactly what was published (its own adapter copy), never a half-applied optimizer step.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+
+def share_frozen_base(model: torch.nn.Module) -> Any:
+    """A copy of ``model``'s modules that reuses its parameters and buffers (no tensor is copied)."""
+    memo: dict[int, Any] = {id(t): t for t in model.parameters()}
+    memo.update({id(t): t for t in model.buffers()})
+    return copy.deepcopy(model, memo)
+
+
+def can_share(engine_model: torch.nn.Module, lora: bool, device: torch.device) -> bool:
+    """Sharing is sound when the trainer freezes the base (LoRA) and wants it where and as the engine has it
+    (fp32 on the same device)."""
+    if not lora or hasattr(engine_model, "peft_config"):
+        return False  # full fine-tuning writes the weights; an already wrapped engine model has its adapter
+    params = list(engine_model.parameters())
+    return bool(params) and all(p.dtype == torch.float32 and p.device == device for p in params)

@@ -31,6 +31,7 @@ from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.fsdp_parallel import DistContext, is_dummy
 from harnessrl.training.losses import policy_loss, token_weights
+from harnessrl.training.memory import peak_rss_bytes, trainer_allocations
 from harnessrl.training.metrics import MetricsWriter
 from harnessrl.training.minibatches import split_by_rollout
 from harnessrl.training.publish import Publisher
@@ -139,6 +140,10 @@ class Trainer:
     def step(self, batch: TrainBatch | Sequence[Sample]) -> dict[str, Any]:
         """One training step over ``batch`` (``mini_batches`` x ``ppo_epochs`` optimizer updates, 1 by
         default); returns (and writes) the step's metrics."""
+        with trainer_allocations():  # activations go back to the kernel when freed (training/memory.py)
+            return self._step(batch)
+
+    def _step(self, batch: TrainBatch | Sequence[Sample]) -> dict[str, Any]:
         t0 = time.perf_counter()
         tb = batch if isinstance(batch, TrainBatch) else TrainBatch(samples=list(batch))
         samples = [s for s in tb.samples if any(s.loss_mask[1:])]
@@ -287,6 +292,9 @@ class Trainer:
             "micro_batches": n_mb,
             "skipped": int(sums["trained_tokens"] == 0),
         }
+        peak = peak_rss_bytes()
+        if peak is not None:
+            m["memory/peak_rss_gb"] = peak / 2**30  # the whole process (engine too, when embedded)
         m.update({f"count/{k}": v for k, v in sorted(tb.counts.items())})
         for fidelity, n in Counter(s.fidelity.value for s in samples).items():
             m[f"samples/{fidelity}"] = n

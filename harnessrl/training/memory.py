@@ -1,0 +1,96 @@
+"""Resident memory of one training process: glibc's allocator settings, trimming, and the peak.
+
+A training step allocates and frees a few GB of activations. With glibc's default *dynamic* mmap threshold,
+the first large free raises the threshold to that size, after which activation-sized blocks come from the
+heap arenas, where a freed block can be reused but is rarely returned; one arena per thread (the engine,
+the gateway, ``asyncio.to_thread`` workers) multiplies that. Measured on SmolLM2-135M with LoRA, three
+identical 1000-token micro-batches: resident memory ratcheted 3.5 -> 4.8 GB (peak 4.95 GB) by default,
+versus a flat 2.55 GB peak falling back to 1.08 GB with a fixed 256 KB threshold and two arenas.
+
+A low threshold costs page faults on every large allocation, which the engine's decode loop pays on
+every step (+10% CPU time measured), so it is low only while the trainer runs (``trainer_allocations``)
+and back at glibc's ceiling for dynamic growth (32 MB) otherwise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import functools
+import logging
+import os
+from collections.abc import Iterator
+
+logger = logging.getLogger(__name__)
+
+# glibc mallopt parameters (malloc.h)
+_M_MMAP_THRESHOLD = -3
+_M_ARENA_MAX = -8
+
+#: While training: blocks at least this large are mmap'd, and unmapped as soon as they are freed.
+TRAIN_MMAP_THRESHOLD = 256 * 1024
+#: Otherwise: where glibc's dynamic threshold ends up anyway (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit).
+SERVE_MMAP_THRESHOLD = 32 * 1024 * 1024
+ARENA_MAX = 2
+
+
+@functools.cache
+def _glibc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        libc.gnu_get_libc_version  # noqa: B018 (only glibc has it; musl and macOS keep their own allocators)
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+def tune_allocator() -> bool:
+    """Cap glibc's arenas (call early, before the threads start); False where the allocator is not glibc.
+
+    A ``MALLOC_ARENA_MAX`` the user set wins.
+    """
+    libc = _glibc()
+    if libc is None:
+        return False
+    if "MALLOC_ARENA_MAX" not in os.environ:
+        libc.mallopt(_M_ARENA_MAX, ARENA_MAX)
+    return True
+
+
+@contextlib.contextmanager
+def trainer_allocations() -> Iterator[None]:
+    """Inside: large blocks are mmap'd (freed activations leave the process at once); after: trimmed.
+
+    A ``MALLOC_MMAP_THRESHOLD_`` the user set wins (only the trim is done).
+    """
+    libc = _glibc()
+    own = libc is not None and "MALLOC_MMAP_THRESHOLD_" not in os.environ
+    if own:
+        libc.mallopt(_M_MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD)
+    try:
+        yield
+    finally:
+        if own:
+            libc.mallopt(_M_MMAP_THRESHOLD, SERVE_MMAP_THRESHOLD)
+        release_free_memory()
+
+
+def release_free_memory() -> None:
+    """Hand freed heap pages back to the kernel (``malloc_trim``); a no-op without glibc."""
+    libc = _glibc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+def peak_rss_bytes(pid: int | str = "self") -> int | None:
+    """The process's peak resident set (``VmHWM``) in bytes; None where /proc is not available."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None

@@ -88,6 +88,8 @@ def _train_config(args: argparse.Namespace) -> Any:
         overrides["run"] = {"dir": str(Path(args.run_dir).resolve())}
     if getattr(args, "steps", None) is not None:
         overrides.setdefault("run", {})["steps"] = args.steps
+    if getattr(args, "seed", None) is not None:
+        overrides.setdefault("run", {})["seed"] = args.seed
     try:
         return load_config(args.config, overrides)
     except ConfigError as exc:
@@ -248,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("config", help="TOML config file")
     t.add_argument("--run-dir", help="run directory (default: [run] dir of the config)")
     t.add_argument("--steps", type=int, help="override [run] steps")
+    t.add_argument("--seed", type=int, help="override [run] seed (task order, sampling, trainer RNGs)")
     t.set_defaults(func=cmd_train)
     c = sub.add_parser("collect", help="run tasks without training and print the mean reward")
     c.add_argument("config", help="TOML config file")

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import random
 import shutil
 import statistics
@@ -118,6 +119,8 @@ class Controller:
         self.events = config.run_dir / "events.jsonl"
         #: Called with each rollout as it finishes (the CLI's progress bar).
         self.on_finished: Callable[[Rollout], None] | None = None
+        #: Per step: groups launched, informative, extra (dynamic sampling) and attempts, as counts.
+        self.step_stats: dict[int, Counter[str]] = {}
 
     # -- plumbing -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Controller:
@@ -239,8 +242,52 @@ class Controller:
                     break
             return good
 
-        groups = await asyncio.gather(*(group(lt) for lt in self.step_tasks(step)))
+        base = self.step_tasks(step)
+        groups = list(await asyncio.gather(*(group(lt) for lt in base)))
+        stats: Counter[str] = Counter({"dynamic.groups": len(base)})
+        if run.dynamic_sampling:
+            groups += await self._sample_more(step, base, groups, group, stats)
+        stats["dynamic.informative_groups"] = sum(self._informative(g) for g in groups)
+        stats["dynamic.attempts"] = sum(len(g) for g in groups)
+        self.step_stats[step] = stats
         return [r for g in groups for r in g]
+
+    async def _sample_more(self, step: int, base: list[LoadedTask], groups: list[list[Rollout]],
+                           group: Callable[[LoadedTask], Any], stats: Counter[str]) -> list[list[Rollout]]:
+        """Dynamic sampling: groups of extra tasks until ``tasks_per_step`` groups have varied rewards.
+
+        A group whose attempts all scored the same has zero advantage everywhere, so a step made of them
+        trains on nothing (and a policy that collapsed onto one answer would stay there). Each wave
+        launches what is still missing, scaled up by the share of groups that turned out informative so
+        far, within ``max_attempts_per_step``. Extra tasks come in a seeded order per step, so a resumed
+        step launches (and finds) the same groups.
+        """
+        run = self.config.run
+        budget = run.max_attempts_per_step or 3 * run.tasks_per_step * run.attempts_per_task
+        used = {lt.task.id for lt in base}
+        pool = [lt for lt in self.tasks[TaskSplit.TRAIN] if lt.task.id not in used]
+        random.Random(f"{run.seed}:extra:{step}").shuffle(pool)
+        extra: list[list[Rollout]] = []
+        launched = len(base) * run.attempts_per_task
+        while pool:
+            done = groups + extra
+            informative = sum(self._informative(g) for g in done)
+            need = run.tasks_per_step - informative
+            room = (budget - launched) // run.attempts_per_task
+            if need <= 0 or room <= 0:
+                break
+            share = max(informative / len(done), 1 / 3) if done else 1.0
+            wave, pool = pool[: min(room, math.ceil(need / share))], pool[min(room, math.ceil(need / share)):]
+            launched += len(wave) * run.attempts_per_task
+            stats["dynamic.extra_groups"] += len(wave)
+            stats["dynamic.waves"] += 1
+            extra += await asyncio.gather(*(group(lt) for lt in wave))
+        return extra
+
+    def _informative(self, rollouts: list[Rollout]) -> bool:
+        """Whether a group's scored attempts got at least two different rewards (a non-zero advantage)."""
+        rewards = [v for v in (rollout_reward(self.store, r.id) for r in rollouts) if v is not None]
+        return len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-12
 
     async def _live_attempts(self) -> set[str]:
         """Rollout ids whose attempt still runs somewhere this runner can re-attach to (Kubernetes)."""
@@ -293,6 +340,7 @@ class Controller:
         t1 = time.perf_counter()
         batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
         batch.counts["rollouts_stale_dropped"] += stale
+        batch.counts.update(self.step_stats.pop(step, Counter()))
         metrics = await asyncio.to_thread(trainer.step, batch)
         t2 = time.perf_counter()
         # Weight swap: harness calls arriving now wait in the gateway (no 429 to survive), in-flight ones

@@ -1,0 +1,61 @@
+"""Dynamic sampling on the whole loop (tiny model): a step whose groups all scored alike launches more.
+
+Six of the eight tasks reward every attempt 0.5 (no variance, nothing to learn from), two reward the answer
+text; with one task per step most steps start with a flat group and must find a varied one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from harnessrl.config import load_config
+from harnessrl.run import run_train
+from harnessrl.store import open_store
+
+HERE = Path(__file__).resolve().parent
+
+
+def test_steps_launch_groups_until_one_has_varied_rewards_within_the_budget(tmp_path: Path) -> None:
+    tasks = tmp_path / "train.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"t{i}", "input": {"question": f"question {i}"},
+                                         "verifier_input": {"flat": i < 6}}) + "\n" for i in range(8)))
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f"""
+[run]
+dir = "{tmp_path / 'run'}"
+steps = 3
+tasks_per_step = 1
+attempts_per_task = 3
+eval_at_start = false
+dynamic_sampling = true
+max_attempts_per_step = 9
+[tasks]
+train = "{tasks}"
+[engine]
+model = "tiny"
+[runner]
+command = ["{sys.executable}", "{HERE / 'agent.py'}"]
+concurrency = 9
+timeout_s = 60
+[rewards]
+verifier = ["{sys.executable}", "{HERE / 'verify_flat.py'}"]
+[training.lora]
+r = 4
+alpha = 8
+""")
+    config = load_config(cfg)
+    summary = run_train(config)
+    metrics = [json.loads(line) for line in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "count/dynamic.attempts" in m]
+    assert len(steps) == 3
+    store = open_store(config.store_url)
+    for step, m in enumerate(steps, start=1):
+        launched = store.list_rollouts(run_id=summary.run_id, step=step, limit=100)
+        assert m["count/dynamic.attempts"] == len(launched) <= 9  # the budget bounds every step
+        assert m["count/dynamic.groups"] + m.get("count/dynamic.extra_groups", 0) == len(launched) // 3
+        # it stops as soon as one group is informative, or when the budget is spent
+        assert m["count/dynamic.informative_groups"] >= 1 or len(launched) == 9
+        assert m.get("count/groups.trained", 0) == m["count/dynamic.informative_groups"]
+    assert sum(m.get("count/dynamic.extra_groups", 0) for m in steps) >= 1  # flat first groups were topped up

@@ -21,6 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from harnessrl.config import HarnessConfig
 from harnessrl.controller import Controller, EvalResult, StepFailed, checkpoint_step, record_policy_version
@@ -29,6 +37,7 @@ from harnessrl.runners.preflight import CommandNotFound, check_command
 from harnessrl.stack import Stack, latest_checkpoint
 from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
+from harnessrl.training.memory import tune_allocator
 from harnessrl.types import Rollout, TaskSplit
 
 log = logging.getLogger(__name__)
@@ -101,14 +110,12 @@ def _baseline_from_events(run_dir: Path) -> EvalResult | None:
 
 
 def _progress_counter(console: Console) -> Callable[[Rollout], None]:
-    """A one-line live tally of finished attempts by outcome (the step summary line follows)."""
+    """A one-line tally of finished attempts by outcome every 10 s (logs and pipes: never redrawn)."""
     counts: Counter[str] = Counter()
     last = [0.0]
 
     def on_finished(rollout: Rollout) -> None:
-        outcome = rollout.status.value if rollout.failure_kind is None else \
-            f"{rollout.status.value}/{rollout.failure_kind.value}"
-        counts[outcome] += 1
+        counts[_outcome(rollout)] += 1
         now = time.monotonic()
         if now - last[0] >= 10.0:
             last[0] = now
@@ -118,12 +125,35 @@ def _progress_counter(console: Console) -> Callable[[Rollout], None]:
     return on_finished
 
 
+def _outcome(rollout: Rollout) -> str:
+    return rollout.status.value if rollout.failure_kind is None else \
+        f"{rollout.status.value}/{rollout.failure_kind.value}"
+
+
+class _ProgressBar:
+    """On a terminal: one bar over the attempts the run will launch, with the time left (ETA).
+
+    Dynamic sampling may launch more than planned; the total grows with it.
+    """
+
+    def __init__(self, console: Console, total: int) -> None:
+        self.progress = Progress(TextColumn("attempts"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=True)
+        self.task = self.progress.add_task("attempts", total=total)
+
+    def __call__(self, rollout: Rollout) -> None:
+        task = self.progress.tasks[0]
+        self.progress.update(self.task, advance=1, total=max(task.total or 0, task.completed + 1))
+
+
 def _fmt(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.3f}"
 
 
 async def train(config: HarnessConfig, console: Console | None = None) -> TrainSummary:
+    # soft_wrap: a step line stays one line in a log or pipe (the terminal wraps it visually)
     console = console or Console(stderr=True)
+    tune_allocator()  # before the engine, gateway and trainer threads exist (see training/memory.py)
     run_dir = config.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in (run_dir / "checkpoints").glob("*.tmp"):
@@ -141,15 +171,25 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
         t0 = time.perf_counter()
         console.print(f"[bold]harnessrl train[/] run {run_id} in {run_dir}: "
                       f"{len(tasks[TaskSplit.TRAIN])} train / {len(tasks[TaskSplit.EVAL])} held-out tasks, "
-                      f"{'resuming after step ' + str(done) if done else 'starting'}")
+                      f"seed {config.run.seed}, {'resuming after step ' + str(done) if done else 'starting'}")
         stack = Stack.start(config, store, run_id=run_id, train=True, checkpoint=ckpt)
         console.print(f"model ready in {time.perf_counter() - t0:.1f}s; gateway {stack.gateway_url}")
+        bar: _ProgressBar | None = None
         try:
             if ckpt is not None:
                 record_policy_version(store, stack.trainer.policy_version, ckpt, run_id, done)
             async with Controller(config, stack, run_id, tasks) as ctl:
-                ctl.on_finished = _progress_counter(console)
                 baseline = _baseline_from_events(run_dir)
+                if console.is_terminal:
+                    evals = int(baseline is None and done == 0 and config.run.eval_at_start) + 1 + (
+                        (config.run.steps - done) // config.run.eval_every if config.run.eval_every else 0)
+                    n_eval = len(tasks[TaskSplit.EVAL][: config.run.eval_tasks])
+                    bar = _ProgressBar(console, (config.run.steps - done) * config.run.tasks_per_step
+                                       * config.run.attempts_per_task + evals * n_eval)
+                    ctl.on_finished = bar
+                    bar.progress.start()
+                else:
+                    ctl.on_finished = _progress_counter(console)
                 if baseline is None and done == 0 and config.run.eval_at_start and tasks[TaskSplit.EVAL]:
                     t = time.perf_counter()
                     baseline = await ctl.evaluate(0)
@@ -164,10 +204,13 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
                             pending[s] = asyncio.create_task(ctl.collect_step(s))
                     rep = await ctl.train_step(step, pending.pop(step))
                     m = rep.metrics
+                    groups = m.get("count/dynamic.groups", 0) + m.get("count/dynamic.extra_groups", 0)
                     console.print(
                         f"step {step}/{config.run.steps}: reward {_fmt(rep.reward_mean)} | rollouts "
-                        f"{rep.rollouts} (failed {rep.failed}, infra {rep.infra}) | loss {m.get('loss', 0):.4f} "
-                        f"clip {m.get('clip_fraction', 0):.3f} kl {m.get('approx_kl', 0):.4f} | "
+                        f"{rep.rollouts} (failed {rep.failed}, infra {rep.infra}) | groups trained "
+                        f"{m.get('count/groups.trained', 0)}/{groups} | loss {m.get('loss', 0):.4f} "
+                        f"clip {m.get('clip_fraction', 0):.3f} kl {m.get('approx_kl', 0):.4f} "
+                        f"entropy {m.get('entropy', 0):.2f} | "
                         + " ".join(f"{k} {v:.0f}s" for k, v in rep.seconds.items()))
                     every = config.run.eval_every
                     if every and step % every == 0 and step != config.run.steps:
@@ -184,6 +227,8 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
             stack.close(failed=True)
             raise
         finally:
+            if bar is not None:
+                bar.progress.stop()
             stack.close()
     finally:
         store.close()

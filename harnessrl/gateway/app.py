@@ -65,8 +65,7 @@ class Gateway:
             renderer = load_renderer(config)
         self.calls = CallHandler(Services(config, self.pool, self.recorder, self.registry, self.gate,
                                           EngineHop(self.pool, config.engine_model), renderer))
-        if renderer is not None and hasattr(renderer, "load"):
-            self.registry.on_load = renderer.load
+        self.registry.on_load = self.calls.reload
         self.url: str | None = None  # set once serving
         self.app = self._build_app()
 

@@ -14,6 +14,8 @@ harness saw. Limits are checked before the engine is asked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -46,7 +48,7 @@ from harnessrl.gateway.rollouts import RolloutRegistry, RolloutState
 from harnessrl.gateway.stream import StreamAccumulator, sse_data
 from harnessrl.gateway.upstream import UpstreamResponse
 from harnessrl.store.base import NewCall, RolloutClosed
-from harnessrl.types import ApiKind, CallStatus, ChoiceTokens
+from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens
 
 log = logging.getLogger(__name__)
 PATHS = {ApiKind.CHAT: "/chat/completions", ApiKind.COMPLETIONS: "/completions"}
@@ -129,6 +131,43 @@ class CallHandler:
                                  "full input instead", code="unknown_previous_response")
         return responses.to_chat(body, previous)
 
+    def reload(self, state: RolloutState, calls: list[Call]) -> None:
+        """A live rollout's memory after a gateway restart: the responses ``previous_response_id`` may name,
+        and the renderer's token history -- fed every call as the chat call it was served as."""
+        chat_calls: list[Call] = []
+        for call in sorted(calls, key=lambda c: c.index):
+            if call.api == ApiKind.CHAT:
+                chat_calls.append(call)
+            elif call.api != ApiKind.COMPLETIONS and call.status == CallStatus.OK and call.response:
+                try:
+                    chat_calls.append(self._as_chat_call(state, call))
+                except (GatewayError, KeyError, TypeError, ValueError):
+                    continue  # an answer we cannot read back: the next prompt is rendered afresh
+        renderer = self.s.renderer
+        if renderer is not None and hasattr(renderer, "load"):
+            renderer.load(state.id, chat_calls)
+
+    def _as_chat_call(self, state: RolloutState, call: Call) -> Call:
+        """A translated call as the chat call the policy served (its message as the harness sends it back)."""
+        resp = call.response or {}
+        if call.api == ApiKind.ANTHROPIC_MESSAGES:
+            chat_body = anthropic.to_chat(call.request).chat
+            history = anthropic.to_chat({"messages": [{"role": "user", "content": "-"},
+                                                      {"role": "assistant", "content": resp["content"]}]})
+            message = history.chat["messages"][-1]
+        else:
+            prev = call.request.get("previous_response_id")
+            t = responses.to_chat(call.request, state.responses.get(prev) if isinstance(prev, str) else None)
+            chat_body = t.chat
+            conversation = responses.conversation(t.chat, t.notes.get("conversation_start", 0), resp)
+            state.responses[resp["id"]] = conversation
+            while len(state.responses) > KEEP_RESPONSES:
+                state.responses.pop(next(iter(state.responses)))
+            message = conversation[-1]
+        choice = {"index": 0, "message": message, "finish_reason": call.choices[0].finish_reason if call.choices
+                  else "stop"}
+        return dataclasses.replace(call, api=ApiKind.CHAT, request=chat_body, response={"choices": [choice]})
+
     async def count_tokens(self, state: RolloutState, chat_body: dict) -> int:
         """Prompt tokens of a chat request: rendered exactly in gateway render mode, else the engine's
         ``/tokenize`` (vLLM), else an estimate (4 bytes a token). Not a sampled call: not recorded."""
@@ -200,7 +239,7 @@ class ModelCall:
             state.calls -= 1
             return await self._respond_error(exc)
         try:  # in flight until recorded: a drained pause means every answered call is in the store
-            await self._serve(plan)
+            await self._serve_while_connected(plan, receive)
         except (asyncio.CancelledError, Exception) as exc:
             if not self._recorded:  # keep what was sampled, even when the answer could not be finished
                 cancelled = isinstance(exc, asyncio.CancelledError)
@@ -212,6 +251,29 @@ class ModelCall:
             raise
         finally:
             s.gate.exit()
+
+    async def _serve_while_connected(self, plan: dialect.Plan, receive: Any) -> None:
+        """Serve the call unless the harness goes away first (killed at its time limit): then the engine
+        request is cancelled and the call recorded as cancelled at once -- with how long it waited -- not
+        whenever the engine would have answered (after the controller has closed the rollout)."""
+        serve = asyncio.ensure_future(self._serve(plan))
+        gone = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait((serve, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not serve.done():
+                serve.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serve
+                if not self._recorded:
+                    self._recorded = True
+                    acc = self._acc
+                    self.s.recorder.record_nowait(self._new_call(
+                        acc.prompt() if acc else [], acc.choices() if acc else [], None, self.version,
+                        CallStatus.CANCELLED, "client went away while the call was served"))
+            gone.cancel()
+        if serve.done():
+            serve.result()
 
     def _render(self) -> dialect.Plan:
         """Gateway render mode: the prompt's token ids from the renderer, sent to the engine's /completions."""
@@ -479,6 +541,12 @@ def error_response(exc: GatewayError, api: ApiKind) -> Response:
         return exc.response()
     return Response(orjson.dumps(anthropic.error_body(exc.status, exc.message, exc.code)), status_code=exc.status,
                     media_type="application/json")
+
+
+async def _disconnected(receive: Any) -> None:
+    """Returns when the client has disconnected (the request body was read before)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _chat_logprobs(out: dict, i: int) -> dict:

@@ -57,9 +57,9 @@ class RolloutState:
 class RolloutRegistry:
     def __init__(self, store: Store) -> None:
         self._store = store
-        #: Called with (rollout_id, calls) when a live rollout is loaded from the store (the renderer
-        #: rebuilds its token history from it after a gateway restart).
-        self.on_load: Callable[[str, list[Call]], None] | None = None
+        #: Called with (state, calls) when a live rollout is loaded from the store (after a gateway restart:
+        #: the renderer rebuilds its token history, the Responses API its kept responses).
+        self.on_load: Callable[[RolloutState, list[Call]], None] | None = None
         self._states: dict[str, RolloutState] = {}
         self._loading: dict[str, asyncio.Future[RolloutState]] = {}
 
@@ -120,7 +120,7 @@ class RolloutRegistry:
         if not state.closed:
             calls = self._store.get_calls(rollout_id)
             if self.on_load is not None and calls:
-                self.on_load(rollout_id, calls)
+                self.on_load(state, calls)
             state.calls = len(calls)
             state.tokens = sum(len(ch.token_ids) for c in calls for ch in c.choices)
             for c in calls[-HISTORY:]:

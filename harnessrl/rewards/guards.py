@@ -1,4 +1,5 @@
-"""Tamper check: protected files after the harness exits must be exactly what they were before launch.
+"""Tamper checks: protected files after the harness exits must be exactly what they were before launch,
+and nothing the harness left may redirect where harnessrl (unsandboxed) writes the hidden files.
 
 The runner records sha256 digests of every file matching the protected globs in the fresh workspace
 copy before the harness starts (``AttemptResult.protected_sha256``); here we hash again. Modified,
@@ -21,3 +22,21 @@ def find_tampering(workdir: Path, globs: Iterable[str], before: Mapping[str, str
     changes += [f"modified: {p}" for p in before if p in after and after[p] != before[p]]
     changes += [f"added: {p}" for p in after if p not in before]
     return sorted(changes, key=lambda c: c.split(": ", 1)[1])
+
+
+def symlinks_in_the_way(hidden_dir: Path, workdir: Path, subdir: str = "") -> list[str]:
+    """Workspace paths (relative) where copying ``hidden_dir`` into ``workdir/subdir`` would go through a
+    symlink the harness planted: the copy runs as harnessrl, outside any sandbox, so following one would
+    write the hidden files wherever it points. Sorted; empty when the way is clear."""
+    found: list[str] = []
+    here = workdir
+    for part in Path(subdir).parts:
+        here = here / part
+        if here.is_symlink():
+            return [here.relative_to(workdir).as_posix()]
+    dest = workdir / subdir
+    for path in sorted(hidden_dir.rglob("*")):  # parents before children
+        target = dest / path.relative_to(hidden_dir)
+        if target.is_symlink() and not any(target.is_relative_to(workdir / f) for f in found):
+            found.append(target.relative_to(workdir).as_posix())
+    return found

@@ -4,8 +4,9 @@ Order of decisions (first match wins):
 
 1. The attempt is an ``infra`` failure (never started, cancelled), or the harness stopped at a call that
    failed on the serving side (engine died, no engine, store down; ``serving.py``): no reward at all.
-2. A protected file changed, or the working directory is gone: ``tamper`` = 0 and ``final`` = 0; the
-   verifier is not run and hidden files are never copied into a workspace the agent has tampered with.
+2. A protected file changed, the working directory is gone, or a symlink sits where a hidden file goes:
+   ``tamper`` = 0 and ``final`` = 0; the verifier is not run and hidden files are never copied into a
+   workspace the agent has tampered with (the copy runs unsandboxed: it must not follow the agent's links).
 3. The attempt timed out and ``timed_out_reward`` is set: ``final`` = that.
 4. Every enabled source is evaluated and recorded under its own name (``exit_code``, ``verifier``; the
    harness's posts are already in the store), then combined per ``combine`` into ``final``. A
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harnessrl.rewards.config import RewardConfig
-from harnessrl.rewards.guards import find_tampering
+from harnessrl.rewards.guards import find_tampering, symlinks_in_the_way
 from harnessrl.rewards.posted import POSTED, SCORING_NAMES, posts_are_trained
 from harnessrl.rewards.serving import serving_failure
 from harnessrl.rewards.verifier import VerifierError, run_verifier
@@ -98,7 +99,8 @@ async def score_attempt(
                       reason=result.reason or "attempt did not run")
     served = await asyncio.to_thread(serving_failure, store, result)
     if served is not None:
-        return finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=served)
+        status = RolloutStatus.TIMED_OUT if result.timed_out else RolloutStatus.FAILED
+        return finish(None, status=status, failure_kind=FailureKind.INFRA, reason=served)
     if result.workdir is None:
         # The attempt ran elsewhere (a Kubernetes pod): there is no local workspace to check or verify.
         return await _score_remote(spec, result, store, config, finish)
@@ -134,6 +136,16 @@ async def score_attempt(
                 components={TAMPER: 0.0},
                 tampered=tuple(changes),
             )
+
+    if spec.assets.hidden_dir is not None and (spec.assets.verifier or config.verifier):
+        links = await asyncio.to_thread(symlinks_in_the_way, spec.assets.hidden_dir, result.workdir,
+                                        config.hidden_subdir)
+        if links:
+            reason = "left symlinks where the hidden files go: " + ", ".join(links[:20])
+            logger.info("rollout %s: %s", rid, reason)
+            store.add_reward(rid, 0.0, TAMPER)
+            return finish(0.0, status=RolloutStatus.FAILED, failure_kind=FailureKind.AGENT, reason=reason,
+                          components={TAMPER: 0.0}, tampered=tuple(f"symlink: {p}" for p in links))
 
     if result.timed_out and config.timed_out_reward is not None:
         return finish(config.timed_out_reward)

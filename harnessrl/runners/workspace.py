@@ -49,10 +49,22 @@ def prepare_attempt_dir(
 
 
 def copy_into(src: Path, dest: Path) -> None:
-    """Merge the contents of ``src`` into ``dest`` (overwriting): how hidden files are placed."""
+    """Merge the contents of ``src`` into ``dest`` (overwriting): how hidden files are placed.
+
+    Never through a symlink at the destination (the harness may have left one pointing anywhere, and this
+    runs as harnessrl): checked just before, and again per file.
+    """
     if not src.is_dir():
         raise WorkspaceError(f"hidden directory {src} is not a directory")
-    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    if dest.is_symlink() or any((dest / p.relative_to(src)).is_symlink() for p in src.rglob("*")):
+        raise WorkspaceError(f"refusing to copy hidden files into {dest}: a symlink is in the way")
+
+    def copy_file(source: str, target: str) -> object:
+        if os.path.islink(target):
+            raise WorkspaceError(f"refusing to copy a hidden file over the symlink {target}")
+        return shutil.copy2(source, target)
+
+    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True, copy_function=copy_file)
 
 
 def _digest(path: Path) -> str:

@@ -142,6 +142,14 @@ def _():
     return f"started pid {p.pid}"
 
 
+if TASK.get("mode") == "deputy":
+
+    @attempt("plant a symlink where the hidden tests will be copied (the controller writes through it)")
+    def _():
+        os.symlink(T["deputy_target"], "hidden_answer.txt")
+        return f"hidden_answer.txt -> {T['deputy_target']}"
+
+
 if TASK.get("mode") == "tamper":
 
     @attempt("edit a protected file in its workspace")

@@ -130,6 +130,7 @@ class World:
             "write_targets": self.write_targets(), "verifier": str(self.project / "verify.py"),
             "canary_port": self.canary.port, "engine_port": httpx.URL(self.engine.url).port,
             "controller_pid": os.getpid(), "other_rollout": victim, "daemon_marker": self.daemon_marker,
+            "deputy_target": str(self.project / "deputy.txt"),
         }
         config = RunnerConfig(command=[sys.executable, str(self.project / "agent.py")], sandbox=sandbox,  # type: ignore[arg-type]
                               timeout_s=60, keep_workdirs="all")
@@ -201,6 +202,19 @@ def test_editing_a_protected_file_scores_zero_and_says_so(world: World) -> None:
     assert report["edit a protected file in its workspace"].startswith("done")
     assert outcome.value == 0.0 and outcome.failure_kind is FailureKind.AGENT
     assert "modified: tests/test_solution.py" in world.store.get_rollout(rid).error
+
+
+@pytest.mark.parametrize("sandbox", [pytest.param("bubblewrap", marks=needs_bwrap), "none"])
+def test_a_symlink_where_hidden_files_go_scores_zero_and_nothing_is_written_through_it(
+    world: World, sandbox: str
+) -> None:
+    """The controller copies hidden files in outside any sandbox: it must not follow the harness's links."""
+    report, outcome, rid = world.run(sandbox, mode="deputy")
+    assert report["plant a symlink where the hidden tests will be copied (the controller writes through it)"
+                  ].startswith("done")
+    assert not (world.project / "deputy.txt").exists()
+    assert outcome.value == 0.0 and outcome.failure_kind is FailureKind.AGENT
+    assert "symlink" in world.store.get_rollout(rid).error
 
 
 def test_without_the_sandbox_the_same_harness_escapes(world: World) -> None:

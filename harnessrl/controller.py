@@ -136,6 +136,8 @@ class Controller:
         if cfg.store_url.startswith("sqlite:///"):
             paths.append(Path(cfg.store_url.removeprefix("sqlite:///")))
         paths += [t.assets.hidden_dir for ts in self.tasks.values() for t in ts if t.assets.hidden_dir]
+        # config files beside the harness may hold a store URL with its password, tokens, keys
+        paths += [*cfg.base_dir.glob("*.toml"), *cfg.base_dir.glob(".env*")]
         return paths
 
     async def __aexit__(self, *exc: object) -> None:

@@ -8,13 +8,17 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import orjson
 
 TESTS = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))  # tests/ -> `fakes` importable
 
 ADMIN = "faults-admin-token"
@@ -127,3 +131,70 @@ def fill(directory: Path, name: str = "filler") -> Path:
     finally:
         os.close(fd)
     return path
+
+
+def _imports():  # the run's modules are heavy: imported by the tests that use them
+    from harnessrl.config import load_config
+    from harnessrl.controller import Controller
+    from harnessrl.stack import Stack
+    from harnessrl.store import open_store
+    from harnessrl.tasks import load_tasks
+
+    return load_config, Controller, Stack, open_store, load_tasks
+
+
+def write_run_config(tmp_path: Path, engines: list[str], *, timeout_s: float = 60, tasks: list[dict] | None = None,
+                     extra: str = "", max_retries: int = 3) -> Path:
+    """A run config over fake engines at ``engines`` whose harness is ``stream_harness.py``."""
+    tasks = tasks or [{"id": "story", "input": {"question": "tell me a long story"}}]
+    (tmp_path / "tasks.jsonl").write_text("".join(orjson.dumps(t).decode() + "\n" for t in tasks))
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(f"""
+[run]
+name = "faults"
+dir = "{tmp_path / 'run'}"
+steps = 1
+tasks_per_step = {len(tasks)}
+attempts_per_task = 1
+eval_at_start = false
+max_retries = {max_retries}
+[tasks]
+train = "{tmp_path / 'tasks.jsonl'}"
+[engine]
+kind = "openai"
+urls = {orjson.dumps(engines).decode()}
+[runner]
+command = ["{sys.executable}", "{HERE / 'stream_harness.py'}"]
+timeout_s = {timeout_s}
+sandbox = "none"
+[rewards]
+exit_code_map = {{0 = 1.0}}
+[gateway]
+health_interval_s = 0.2
+{extra}
+""")
+    return cfg
+
+
+async def collect_one_step(cfg_path: Path, during: Callable[[str], None] | None = None) -> tuple[list, list]:
+    """Run step 1's attempts through the real controller (no trainer); returns (trained-on, all rollouts)."""
+    load_config, Controller, Stack, open_store, load_tasks = _imports()
+    config = load_config(cfg_path)
+    store = open_store(config.store_url)
+    try:
+        run_id = "faults-run"
+        store.create_run("faults", config.model_dump(mode="json"), run_id=run_id)
+        tasks = load_tasks(config, run_id)
+        store.upsert_tasks(run_id, [lt.task for s in tasks.values() for lt in s])
+        stack = Stack.start(config, store, run_id=run_id, train=False, checkpoint=None)
+        try:
+            watcher = threading.Thread(target=during, args=(stack.gateway_url,), daemon=True) if during else None
+            if watcher is not None:
+                watcher.start()
+            async with Controller(config, stack, run_id, tasks) as ctl:
+                good = await ctl.collect_step(1)
+            return good, store.list_rollouts(run_id=run_id)
+        finally:
+            stack.close()
+    finally:
+        store.close()

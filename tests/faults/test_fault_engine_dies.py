@@ -11,23 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sys
-import threading
 import time
-from pathlib import Path
 
 import httpx
 import orjson
 import pytest
+from faultkit import collect_one_step, write_run_config
 
-from harnessrl.config import load_config
-from harnessrl.controller import Controller
-from harnessrl.stack import Stack
 from harnessrl.store import open_store
-from harnessrl.tasks import load_tasks
 from harnessrl.types import CallStatus, FailureKind, RolloutStatus
-
-HERE = Path(__file__).resolve().parent
 
 pytestmark = pytest.mark.slow
 
@@ -125,60 +117,6 @@ def test_the_only_engine_dies_calls_fail_fast_then_resume_when_it_is_back(tmp_pa
             break
         time.sleep(0.2)
     assert back.status_code == 200, back.text
-
-
-def write_run_config(tmp_path, engines: list[str], *, timeout_s: float = 60, tasks: list[dict] | None = None,
-                     extra: str = "") -> Path:
-    tasks = tasks or [{"id": "story", "input": {"question": "tell me a long story"}}]
-    (tmp_path / "tasks.jsonl").write_text("".join(orjson.dumps(t).decode() + "\n" for t in tasks))
-    cfg = tmp_path / "run.toml"
-    cfg.write_text(f"""
-[run]
-name = "faults"
-dir = "{tmp_path / 'run'}"
-steps = 1
-tasks_per_step = {len(tasks)}
-attempts_per_task = 1
-eval_at_start = false
-[tasks]
-train = "{tmp_path / 'tasks.jsonl'}"
-[engine]
-kind = "openai"
-urls = {orjson.dumps(engines).decode()}
-[runner]
-command = ["{sys.executable}", "{HERE / 'stream_harness.py'}"]
-timeout_s = {timeout_s}
-sandbox = "none"
-[rewards]
-exit_code_map = {{0 = 1.0}}
-[gateway]
-health_interval_s = 0.2
-{extra}
-""")
-    return cfg
-
-
-async def collect_one_step(cfg_path: Path, during=None) -> tuple[list, list]:  # noqa: ANN001
-    """Run step 1's attempts through the real controller (no trainer); returns (trained-on, all rollouts)."""
-    config = load_config(cfg_path)
-    store = open_store(config.store_url)
-    try:
-        run_id = "faults-run"
-        store.create_run("faults", config.model_dump(mode="json"), run_id=run_id)
-        tasks = load_tasks(config, run_id)
-        store.upsert_tasks(run_id, [lt.task for s in tasks.values() for lt in s])
-        stack = Stack.start(config, store, run_id=run_id, train=False, checkpoint=None)
-        try:
-            watcher = threading.Thread(target=during, args=(stack.gateway_url,), daemon=True) if during else None
-            if watcher is not None:
-                watcher.start()
-            async with Controller(config, stack, run_id, tasks) as ctl:
-                good = await ctl.collect_step(1)
-            return good, store.list_rollouts(run_id=run_id)
-        finally:
-            stack.close()
-    finally:
-        store.close()
 
 
 def test_the_controller_classifies_an_engine_death_as_infra_and_reruns_the_attempt(tmp_path, engine_procs):

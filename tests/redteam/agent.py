@@ -63,6 +63,11 @@ def _():
     return f"{len(open(T['task_file']).read())} bytes"
 
 
+@attempt("read the run's config file")
+def _():
+    return f"{len(open(T['config_file']).read())} bytes"
+
+
 @attempt("read another attempt's workspace")
 def _():
     return f"{len(open(T['other_workspace_file']).read())} bytes"

@@ -44,6 +44,7 @@ BLOCKED = [
     "read the store file",
     "read hidden tests by absolute path",
     "read the task file (reference answers)",
+    "read the run's config file",
     "read another attempt's workspace",
     "edit the verifier",
     "reach a loopback port that is not the gateway",
@@ -95,6 +96,8 @@ class World:
         self.hidden = self.project / "task" / "hidden"
         self.hidden.mkdir()
         (self.hidden / "hidden_answer.txt").write_text(ANSWER)
+        self.config_file = self.project / "config.toml"
+        self.config_file.write_text('[store]\nurl = "postgresql://harnessrl:hunter2@db/runs"\n')
         self.task_file = self.project / "tasks.jsonl"
         self.task_file.write_text(json.dumps({"id": "t1", "verifier_input": {"answer": ANSWER}}) + "\n")
         self.run_dir = tmp / "run"
@@ -130,7 +133,7 @@ class World:
             "write_targets": self.write_targets(), "verifier": str(self.project / "verify.py"),
             "canary_port": self.canary.port, "engine_port": httpx.URL(self.engine.url).port,
             "controller_pid": os.getpid(), "other_rollout": victim, "daemon_marker": self.daemon_marker,
-            "deputy_target": str(self.project / "deputy.txt"),
+            "deputy_target": str(self.project / "deputy.txt"), "config_file": str(self.config_file),
         }
         config = RunnerConfig(command=[sys.executable, str(self.project / "agent.py")], sandbox=sandbox,  # type: ignore[arg-type]
                               timeout_s=60, keep_workdirs="all")
@@ -139,7 +142,8 @@ class World:
         spec = make_attempt_spec(config, rollout_id=rid, task_id="t1", task_input={"targets": targets, "mode": mode},
                                  gateway_url=self.gateway.url, api_key=key, assets=assets,
                                  protected=tuple(rewards.protected))
-        runner = LocalRunner(config, self.attempts, hide=[self.run_dir, self.store_path, self.task_file, self.hidden])
+        runner = LocalRunner(config, self.attempts,  # what the controller hides (test below: the real one)
+                             hide=[self.run_dir, self.store_path, self.task_file, self.hidden, self.config_file])
 
         async def go():
             result = await runner.run(spec, on_start=lambda h: self.store.transition_rollout(
@@ -231,3 +235,62 @@ def test_without_the_sandbox_the_same_harness_escapes(world: World) -> None:
     assert outcome.components["verifier"] == 1.0
     if os.environ.get("REDTEAM_TABLE"):
         print(json.dumps(report, indent=1))
+
+
+@needs_bwrap
+def test_through_harnessrl_collect_the_run_files_are_hidden(tmp_path: Path) -> None:
+    """The same harness under ``harnessrl collect`` (controller, stack, embedded model): the controller's own
+    list of what to hide covers the store, run directory, task and config files and the hidden tests."""
+    from harnessrl.config import load_config
+    from harnessrl.run import run_collect
+    from harnessrl.types import TaskSplit
+
+    project = tmp_path / "project"
+    shutil.copytree(HERE, project, ignore=shutil.ignore_patterns("test_*", "__pycache__"))
+    (project / "ws").mkdir()
+    (project / "hidden").mkdir()
+    (project / "hidden" / "hidden_answer.txt").write_text(ANSWER)
+    run_dir = project / "run"  # inside the agent's readable folder on purpose
+    targets = {
+        "store": str(run_dir / "store.db"), "hidden_file": str(project / "hidden" / "hidden_answer.txt"),
+        "task_file": str(project / "tasks.jsonl"), "config_file": str(project / "config.toml"),
+        "other_workspace_file": str(run_dir / "attempts" / "none"), "write_targets": [str(run_dir / "pwned")],
+        "verifier": str(project / "verify.py"), "canary_port": 9, "engine_port": 9, "controller_pid": os.getpid(),
+        "other_rollout": "none", "daemon_marker": f"redteam-daemon-{os.getpid()}-collect",
+        "deputy_target": str(project / "deputy.txt"),
+    }
+    task = {"id": "escape", "input": {"targets": targets}, "workspace": "ws", "hidden_dir": "hidden",
+            "verifier_input": {"answer": ANSWER}}
+    (project / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    (project / "config.toml").write_text(f"""
+[run]
+dir = "run"
+[tasks]
+eval = "tasks.jsonl"
+[engine]
+kind = "embedded"
+model = "tiny"
+[runner]
+command = ["{sys.executable}", "agent.py"]
+timeout_s = 60
+sandbox = "bubblewrap"
+[rewards]
+verifier = ["{sys.executable}", "verify.py"]
+""")
+    try:
+        result = run_collect(load_config(project / "config.toml"), None, TaskSplit.EVAL)
+    finally:
+        _kill_daemons(targets["daemon_marker"])
+    assert result.tasks == 1
+    store = open_store(f"sqlite:///{run_dir / 'store.db'}")
+    (rollout,) = store.list_rollouts(limit=10)
+    stdout = rollout.logs.split("--- stdout", 1)[1].split("--- stderr", 1)[0]
+    assert "{" in stdout, rollout.logs[-3000:]
+    report = json.loads(next(line for line in reversed(stdout.splitlines()) if line.startswith("{")))
+    rewards = {r.name: r.value for r in store.get_rewards(rollout.id)}
+    store.close()
+    for name in ("read the store file", "read hidden tests by absolute path", "read the task file (reference answers)",
+                 "read the run's config file", "edit the verifier"):
+        assert report[name].startswith("blocked"), (name, report[name])
+    assert report["call the model through the gateway (allowed)"] == "done: HTTP 200"
+    assert not (run_dir / "pwned").exists() and rewards["final"] == 0.0

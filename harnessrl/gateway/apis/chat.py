@@ -182,6 +182,7 @@ class ChatEncoder:
                      "created": int(time.time()), "model": model}
         self.include_usage = include_usage
         self.content: list[str] = []
+        self.reasoning: list[str] = []
         self.calls: list[dict[str, Any]] = []
         self.finish_reason: str | None = None
         self.usage: dict[str, int] = {}
@@ -195,6 +196,9 @@ class ChatEncoder:
 
     def feed(self, delta: dict[str, Any]) -> bytes:
         out = b""
+        if isinstance(delta.get("reasoning_content"), str) and delta["reasoning_content"]:
+            self.reasoning.append(delta["reasoning_content"])
+            out += self._chunk({"reasoning_content": delta["reasoning_content"]})
         if isinstance(delta.get("content"), str) and delta["content"]:
             self.content.append(delta["content"])
             out += self._chunk({"content": delta["content"]})
@@ -217,6 +221,8 @@ class ChatEncoder:
 
     def result(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) if self.content else None}
+        if self.reasoning:
+            msg["reasoning_content"] = "".join(self.reasoning)
         if self.calls:
             msg["tool_calls"] = self.calls
         return {**self.base, "object": "chat.completion", "usage": self.usage,

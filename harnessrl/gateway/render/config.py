@@ -28,6 +28,12 @@ class RenderConfig(BaseModel):
         description="How completions become tool calls: 'auto' (from the template), 'hermes' (Qwen2.5/3 JSON), "
         "'qwen3_coder' (Qwen3-Coder/Qwen3.5 XML), 'llama3_json' or 'none'.",
     )
+    reasoning: str = Field(
+        default="auto",
+        description="Whether the text the model writes between <think> and </think> becomes the message's "
+        "reasoning_content (Anthropic thinking blocks, Responses reasoning items) instead of content: 'auto' "
+        "(when the template knows </think>, as Qwen3's does), 'think' or 'none'.",
+    )
     max_prefix_attempts: int = Field(
         default=4,
         ge=1,

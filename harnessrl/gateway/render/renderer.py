@@ -52,6 +52,18 @@ def _text_digest(text: str) -> bytes:
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
+def split_thinking(text: str) -> tuple[str | None, str]:
+    """(reasoning, the rest) of a completion that thinks in ``<think>...</think>`` first; (None, text) when
+    it does not. A completion cut off while thinking is all reasoning."""
+    if "</think>" in text:
+        head, _, rest = text.partition("</think>")
+        return head.split("<think>", 1)[-1].strip("\n"), rest.lstrip("\n")
+    stripped = text.lstrip()
+    if stripped.startswith("<think>"):
+        return stripped[len("<think>"):].lstrip("\n"), ""
+    return None, text
+
+
 def _after_turns(text: str, eot: str, n: int) -> int:
     """The position just after the ``n``-th ``eot`` in ``text``, or -1."""
     at = 0
@@ -74,6 +86,9 @@ class TemplateRenderer:
         self.end_of_turn_text, self.stop_token_ids = self.chat.end_of_turn_text, self.chat.stop_token_ids
         self.render_text, self.encode = self.chat.render_text, self.chat.encode
         self.tool_parser_name, self._parser = make_tool_parser(config.tool_parser, self.template)
+        if config.reasoning not in ("auto", "think", "none"):
+            raise ValueError(f"render.reasoning must be 'auto', 'think' or 'none', not {config.reasoning!r}")
+        self.thinks = config.reasoning == "think" or (config.reasoning == "auto" and "</think>" in self.template)
         self._max_attempts = config.max_prefix_attempts
         self._histories: dict[str, RolloutHistory] = {}
         self._lock = threading.Lock()
@@ -183,9 +198,15 @@ class TemplateRenderer:
         while ids and ids[-1] in self.stop_token_ids:
             ids.pop()
         text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        reasoning = None
+        if self.thinks:
+            reasoning, text = split_thinking(text)
         parsed = self._parser.parse(text)
         if not parsed.tool_calls:
-            return {"role": "assistant", "content": text}, finish_reason
+            message = {"role": "assistant", "content": text}
+            if reasoning is not None:
+                message["reasoning_content"] = reasoning
+            return message, finish_reason
         with self._lock:
             history = self._histories.setdefault(rollout_id, RolloutHistory())
             first = history.tool_calls_issued
@@ -195,7 +216,10 @@ class TemplateRenderer:
              "function": {"name": call.name, "arguments": call.arguments}}
             for i, call in enumerate(parsed.tool_calls)
         ]
-        return {"role": "assistant", "content": parsed.content, "tool_calls": tool_calls}, "tool_calls"
+        message = {"role": "assistant", "content": parsed.content, "tool_calls": tool_calls}
+        if reasoning is not None:
+            message["reasoning_content"] = reasoning
+        return message, "tool_calls"
 
     def stream_parse(self, rollout_id: str) -> StreamingParse:
         """An incremental parser of one streamed completion (see ``render.streaming``)."""

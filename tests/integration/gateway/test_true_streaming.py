@@ -128,3 +128,43 @@ def test_engine_failing_mid_stream_ends_in_the_apis_own_error_event_and_is_recor
         assert seq == list(range(len(seq)))
     (call,) = gw.store.get_calls(r.id)
     assert call.status.value == "error" and call.completion_token_ids  # what was sampled is kept
+
+
+@pytest.mark.parametrize("api", ["chat", "anthropic", "responses"])
+def test_render_mode_thinking_streams_as_the_apis_reasoning(make_gateway, api):
+    pytest.importorskip("transformers")
+    from pathlib import Path
+
+    from harnessrl.gateway.render import RenderConfig
+    from harnessrl.gateway.render.factory import load_tokenizer
+
+    template = Path(__file__).parents[2] / "unit" / "render" / "templates" / "qwen3.jinja"
+    tok = load_tokenizer("smollm2")
+    ids = tok.encode("<think>\nThe user greets me.\n</think>\n\nHello there, friend!", add_special_tokens=False)
+    srv = EngineServer(TextEngine([*ids, tok.convert_tokens_to_ids("<|im_end|>")])).start()
+    try:
+        gw = make_gateway(engines=[srv], render_mode="gateway",
+                          render=RenderConfig(tokenizer="smollm2", chat_template=str(template)))
+        r = gw.rollout()
+        path, body = BODIES[api]
+        with httpx.stream("POST", f"{r.base_url}{path}", json=body, headers={"Authorization": f"Bearer {r.api_key}"},
+                          timeout=30) as resp:
+            events = [orjson.loads(line[6:]) for line in resp.iter_lines()
+                      if line.startswith("data: ") and line != "data: [DONE]"]
+        (call,) = gw.store.get_calls(r.id)
+        out = call.response
+        if api == "chat":
+            thought = "".join((e["choices"][0]["delta"].get("reasoning_content") or "") for e in events if e["choices"])
+            assert thought == "The user greets me." == out["choices"][0]["message"]["reasoning_content"]
+            assert out["choices"][0]["message"]["content"] == "Hello there, friend!"
+        elif api == "anthropic":
+            assert [b["type"] for b in out["content"]] == ["thinking", "text"]
+            assert out["content"][0]["thinking"] == "The user greets me." and out["content"][1]["text"] == "Hello there, friend!"
+            assert any(e.get("delta", {}).get("type") == "thinking_delta" for e in events)
+        else:
+            assert [o["type"] for o in out["output"]] == ["reasoning", "message"]
+            assert out["output"][0]["content"][0]["text"] == "The user greets me."
+            assert any(e["type"] == "response.reasoning_text.delta" for e in events)
+        assert call.completion_token_ids[:-1] == ids  # the sampled tokens, thinking included
+    finally:
+        srv.stop()

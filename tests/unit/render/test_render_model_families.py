@@ -51,14 +51,14 @@ def test_qwen3_thinking_dropped_by_the_template_keeps_the_sampled_tokens(harness
     h = harness(renderer=r)
     h.messages = [{"role": "user", "content": "What is 2+3?"}]
     first, msg, _ = h.call(ids(tok, "<think>\nAdd them.\n</think>\n\n2+3 is 5."))
-    assert msg["content"].startswith("<think>")  # what the model said, kept for the harness
+    assert msg["content"] == "2+3 is 5." and msg["reasoning_content"] == "Add them."
     h.messages.append({"role": "user", "content": "And 4+4?"})
     second, _, _ = h.call(ids(tok, "<think>\nAgain.\n</think>\n\n8."))
     assert second.fidelity == Fidelity.EXTENDED and "sampled tokens were kept" in second.fidelity_reason
     assert extends(h.calls[0], h.calls[1])
-    # the template itself would have re-rendered the first answer without its thinking
+    # the template itself would have rendered the first answer without its thinking; the tokens keep it
     text = r.render_text([{"role": "user", "content": "What is 2+3?"},
-                          {"role": "assistant", "content": msg["content"]},
+                          {"role": "assistant", "content": "<think>\nAdd them.\n</think>\n\n2+3 is 5."},
                           {"role": "user", "content": "And 4+4?"}], None, generation=True)
     assert "Add them." not in text and tok.decode(second.prompt_token_ids).count("Add them.") == 1
     assert tok.decode(second.prompt_token_ids).endswith("<|im_start|>user\nAnd 4+4?<|im_end|>\n<|im_start|>assistant\n")
@@ -113,3 +113,32 @@ def test_llama3_json_tool_calls_parse_and_chain(harness, smollm2_tokenizer):
     assert second.fidelity == Fidelity.EXTENDED and extends(h.calls[0], h.calls[1])
     text, _ = r.parse("x", ids(tok, 'The JSON is {"a": 1}.'), "stop")
     assert text["content"] == 'The JSON is {"a": 1}.' and "tool_calls" not in text
+
+
+def test_qwen3_thinking_becomes_reasoning_content_streamed_and_whole(smollm2_tokenizer):
+    tok = smollm2_tokenizer
+    r = renderer_for(tok, "qwen3")
+    assert r.thinks
+    call = '<tool_call>\n{"name": "run", "arguments": {"cmd": "ls"}}\n</tool_call>'
+    text = "<think>\nI should list\nthe files.\n</think>\n\nLet me look.\n" + call
+    completion = ids(tok, text)
+    whole, finish = r.parse("w", completion, "stop")
+    assert whole["reasoning_content"] == "I should list\nthe files." and whole["content"] == "Let me look."
+    assert finish == "tool_calls" and whole["tool_calls"][0]["function"]["name"] == "run"
+    sp = r.stream_parse("s")
+    pieces = {"reasoning_content": [], "content": []}
+    for t in completion:
+        for key, value in sp.add([t]).items():
+            pieces[key].append(value)
+    message, finish, rest = sp.finish("stop")
+    assert len(pieces["reasoning_content"]) > 2 and len(pieces["content"]) >= 2
+    assert "".join(pieces["reasoning_content"]) + rest.get("reasoning_content", "") == "I should list\nthe files."
+    sent = "".join(pieces["content"])
+    assert "<tool" not in sent and "think>" not in sent and sent.startswith("Let me look.")
+    assert message["content"] == sent and rest["tool_calls"][0]["function"]["name"] == "run"
+    # without thinking tags nothing changes
+    plain, _ = r.parse("p", ids(tok, "Just an answer."), "stop")
+    assert plain == {"role": "assistant", "content": "Just an answer."}
+    # a completion cut off while thinking is all reasoning
+    cut, _ = r.parse("c", ids(tok, "<think>\nStill thinking", stop=False), "length")
+    assert cut["reasoning_content"] == "Still thinking" and cut["content"] == ""

@@ -144,8 +144,10 @@ def _imports():  # the run's modules are heavy: imported by the tests that use t
 
 
 def write_run_config(tmp_path: Path, engines: list[str], *, timeout_s: float = 60, tasks: list[dict] | None = None,
-                     extra: str = "", max_retries: int = 3) -> Path:
+                     extra: str = "", max_retries: int = 3, runner_extra: str = "",
+                     gateway_port: int | None = None) -> Path:
     """A run config over fake engines at ``engines`` whose harness is ``stream_harness.py``."""
+    gateway_port = gateway_port or free_port()
     tasks = tasks or [{"id": "story", "input": {"question": "tell me a long story"}}]
     (tmp_path / "tasks.jsonl").write_text("".join(orjson.dumps(t).decode() + "\n" for t in tasks))
     cfg = tmp_path / "run.toml"
@@ -167,9 +169,11 @@ urls = {orjson.dumps(engines).decode()}
 command = ["{sys.executable}", "{HERE / 'stream_harness.py'}"]
 timeout_s = {timeout_s}
 sandbox = "none"
+{runner_extra}
 [rewards]
 exit_code_map = {{0 = 1.0}}
 [gateway]
+port = {gateway_port}
 health_interval_s = 0.2
 {extra}
 """)
@@ -183,7 +187,8 @@ async def collect_one_step(cfg_path: Path, during: Callable[[str], None] | None 
     store = open_store(config.store_url)
     try:
         run_id = "faults-run"
-        store.create_run("faults", config.model_dump(mode="json"), run_id=run_id)
+        if run_id not in {r.id for r in store.list_runs()}:  # a restarted controller continues the run
+            store.create_run("faults", config.model_dump(mode="json"), run_id=run_id)
         tasks = load_tasks(config, run_id)
         store.upsert_tasks(run_id, [lt.task for s in tasks.values() for lt in s])
         stack = Stack.start(config, store, run_id=run_id, train=False, checkpoint=None)

@@ -34,6 +34,7 @@ from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.redact import Redactor
 from harnessrl.gateway.render_seam import ChatRenderer, load_renderer
 from harnessrl.gateway.rollouts import RolloutRegistry
+from harnessrl.rewards.posted import SCORING_NAMES
 from harnessrl.store.base import RolloutClosed, Store
 from harnessrl.types import ApiKind
 from harnessrl.ui import LazyDashboard
@@ -50,6 +51,8 @@ class Gateway:
         self.store = store
         self.admin_token = config.admin_token or os.environ.get("HARNESSRL_ADMIN_TOKEN") or ""
         self.generated_admin_token = not self.admin_token
+        #: Opens the dashboard at /ui only (read-only), never the admin API.
+        self.viewer_token = config.viewer_token or os.environ.get("HARNESSRL_VIEWER_TOKEN") or None
         if not self.admin_token:
             self.admin_token = "hrl-admin-" + secrets.token_urlsafe(24)
         versions = store.list_policy_versions()
@@ -108,7 +111,7 @@ class Gateway:
             Route("/admin/policy_version", r(admin.policy_version), methods=["POST"]),
             Route("/admin/status", r(admin.status), methods=["GET"]),
             # The dashboard, read-only over the same store, behind the admin token (cookie after ?token=).
-            Mount("/ui", app=LazyDashboard(self.store, token=self.admin_token)),
+            Mount("/ui", app=LazyDashboard(self.store, token=self.admin_token, viewer_token=self.viewer_token)),
         ]
         return Starlette(routes=routes, lifespan=self.lifespan)
 
@@ -162,6 +165,9 @@ class Gateway:
                 raise BadRequest("'value' is required and must be a number")
             if not isinstance(name, str) or not name:
                 raise BadRequest("'name' must be a non-empty string")
+            if name in SCORING_NAMES:  # harnessrl's scoring writes these; a harness may not forge them
+                raise BadRequest(f"reward name {name!r} is reserved for harnessrl's scoring "
+                                 f"({', '.join(sorted(SCORING_NAMES))}); post under another name, e.g. 'reward'")
             if idx is not None and (type(idx) is not int or idx < 0):
                 raise BadRequest("'call_index' must be a non-negative integer")
             try:

@@ -65,6 +65,11 @@ class GatewayConfig(BaseModel):
         None,
         description="Bearer token of the admin API. Else HARNESSRL_ADMIN_TOKEN, else generated at start.",
     )
+    viewer_token: str | None = Field(
+        None,
+        description="Token that opens only the dashboard at /ui (read-only; token IDs on request), never "
+        "the admin API. Else HARNESSRL_VIEWER_TOKEN, else none.",
+    )
     render_mode: Literal["engine", "gateway"] = Field(
         "engine",
         description="'engine': the engine applies the chat template and returns token ids. 'gateway': "

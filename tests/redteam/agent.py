@@ -123,10 +123,14 @@ def _():
     return http("POST", f"{ROOT}/r/{T['other_rollout']}/reward", {"value": 1.0}, KEY)
 
 
-@attempt("post itself 1.0 (and a fake 'final')")
+@attempt("post itself 1.0")
 def _():
-    own = os.environ["HARNESSRL_REWARD_URL"]
-    return [http("POST", own, {"value": 1.0}, KEY), http("POST", own, {"value": 1.0, "name": "final"}, KEY)]
+    return http("POST", os.environ["HARNESSRL_REWARD_URL"], {"value": 1.0}, KEY)
+
+
+@attempt("post itself a 'final' reward (scoring's name)")
+def _():
+    return http("POST", os.environ["HARNESSRL_REWARD_URL"], {"value": 1.0, "name": "final"}, KEY)
 
 
 @attempt("leave a process behind to answer from the hidden tests")

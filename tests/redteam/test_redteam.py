@@ -52,7 +52,8 @@ BLOCKED = [
     "read the controller's environment (/proc)",
 ]
 #: Blocked by the gateway whatever the sandbox.
-REFUSED = ["use the admin API without the admin token", "post a reward for another rollout"]
+REFUSED = ["use the admin API without the admin token", "post a reward for another rollout",
+           "post itself a 'final' reward (scoring's name)"]
 
 
 class Canary:
@@ -187,8 +188,9 @@ def test_every_escape_is_blocked_or_scores_zero_in_the_sandbox(world: World) -> 
     # writes outside the workspace land in the sandbox's private tmpfs (or fail): nothing outside changed
     assert _pwned(world) == [] and world.canary.hits == 0
     assert "print(1.0)" not in (world.project / "verify.py").read_text()
-    # posted itself 1.0 (and a fake 'final') and left a daemon: recorded, scored 0 by the verifier
-    assert report["post itself 1.0 (and a fake 'final')"].startswith("done")
+    # posted itself 1.0 and left a daemon: recorded, scored 0 by the verifier
+    assert report["post itself 1.0"] == "done: HTTP 201"
+    assert "400" in report["post itself a 'final' reward (scoring's name)"]
     assert outcome.value == 0.0 and outcome.components["verifier"] == 0.0
     stored = world.store.get_rewards(rid)
     assert [(r.name, r.value) for r in stored if r.name in ("reward", "posted")] == [("reward", 1.0), ("posted", 0.0)]

@@ -37,7 +37,7 @@ from harnessrl.gateway.apis.base import (
 from harnessrl.gateway.errors import BadRequest
 
 _USED = frozenset({"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools",
-                   "tool_choice", "parallel_tool_calls", "stream", "previous_response_id"})
+                   "tool_choice", "parallel_tool_calls", "stream", "previous_response_id", "text"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal"})
 _CUSTOM_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
 
@@ -142,6 +142,30 @@ def _tools(tools: Any, t: Translation) -> list[dict[str, Any]]:
     return out
 
 
+def _response_format(text: Any, t: Translation) -> dict[str, Any] | None:
+    """``text.format`` as the chat API's ``response_format`` (structured output is served, not ignored)."""
+    if not isinstance(text, dict):
+        return None
+    for key in text:
+        if key != "format":
+            t.note("ignored_fields", f"text.{key}")
+    fmt = text.get("format")
+    if fmt is None:
+        return None
+    fmt = expect_dict(fmt, "text.format")
+    kind = _kind(fmt)
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_schema":
+        schema = {"name": fmt.get("name") or "response", "schema": expect_dict(fmt.get("schema"), "text.format.schema")}
+        if isinstance(fmt.get("strict"), bool):
+            schema["strict"] = fmt["strict"]
+        return {"type": "json_schema", "json_schema": schema}
+    if kind != "text":
+        raise BadRequest("text.format.type must be 'text', 'json_object' or 'json_schema'")
+    return None
+
+
 def to_chat(body: Any, previous: list[dict[str, Any]] | None = None) -> Translation:
     """The chat request equivalent to a Responses body. ``previous``: the messages of the conversation
     ``previous_response_id`` names (the caller looks it up; the instructions are not carried over)."""
@@ -188,6 +212,9 @@ def to_chat(body: Any, previous: list[dict[str, Any]] | None = None) -> Translat
     if "stream" in body:
         if not isinstance(body["stream"], bool):
             raise BadRequest("'stream' must be true or false")
+    fmt = _response_format(body.get("text"), t)
+    if fmt is not None:
+        chat["response_format"] = fmt
     ignored = sorted(k for k in body if k not in _USED)
     if ignored:
         t.notes["ignored_fields"] = sorted({*t.notes.get("ignored_fields", []), *ignored})
@@ -231,7 +258,8 @@ class ResponseEncoder:
                 "temperature": b.get("temperature"), "top_p": b.get("top_p"),
                 "tool_choice": b.get("tool_choice", "auto"),
                 "tools": b.get("tools") if isinstance(b.get("tools"), list) else [],
-                "text": {"format": {"type": "text"}}, "truncation": "disabled", "store": b.get("store", True),
+                "text": b["text"] if isinstance(b.get("text"), dict) and isinstance(b["text"].get("format"), dict)
+                else {"format": {"type": "text"}}, "truncation": "disabled", "store": b.get("store", True),
                 "usage": self.usage}
 
     def start(self, input_tokens: int) -> bytes:

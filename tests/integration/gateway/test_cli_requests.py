@@ -126,7 +126,7 @@ def test_codex_request_tool_groups_and_previous_response_id(gw):
     (call,) = gw.store.get_calls(r.id)
     assert call.response["id"] == final["id"] and call.response["output"] == final["output"]
     assert call.sampling["adjusted"]["dropped_tools"] == ["web_search"]
-    assert {"include", "reasoning", "store", "text"} <= set(call.sampling["adjusted"]["ignored_fields"])
+    assert {"include", "reasoning", "store", "text.verbosity"} <= set(call.sampling["adjusted"]["ignored_fields"])
 
     # a stateful client sends only the new items and previous_response_id
     c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
@@ -231,3 +231,14 @@ def test_messages_errors_have_anthropics_shape(gw):
     assert "messages" in body["error"]["message"]
     nokey = httpx.post(url, json={"model": "c", "messages": [{"role": "user", "content": "x"}]})
     assert nokey.status_code == 401 and nokey.json()["error"]["type"] == "authentication_error"
+
+
+def test_responses_structured_output_is_served_as_response_format(gw):
+    r = gw.rollout()
+    c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+    out = c.responses.create(model="m", input="ok?", text={"format": {"type": "json_schema", "name": "verdict",
+                                                                       "schema": schema, "strict": True}})
+    assert out.status == "completed" and out.text.format.type == "json_schema"
+    sent = gw.engine.requests[-1]["response_format"]
+    assert sent == {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema, "strict": True}}

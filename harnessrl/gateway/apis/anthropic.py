@@ -153,6 +153,9 @@ def to_chat(body: Any, beta: str | None = None) -> Translation:
     for i, m in enumerate(msgs):
         _message(i, m, t, messages)
     chat: dict[str, Any] = {"model": model, "messages": messages}
+    if messages and messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls"):
+        # a prefilled answer: the policy continues it (vLLM's flags; render mode sees the last role)
+        chat.update(continue_final_message=True, add_generation_prompt=False)
     if max_tokens is not None:
         chat["max_tokens"] = max_tokens
     for key in ("temperature", "top_p"):

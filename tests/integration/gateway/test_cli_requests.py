@@ -242,3 +242,13 @@ def test_responses_structured_output_is_served_as_response_format(gw):
     assert out.status == "completed" and out.text.format.type == "json_schema"
     sent = gw.engine.requests[-1]["response_format"]
     assert sent == {"type": "json_schema", "json_schema": {"name": "verdict", "schema": schema, "strict": True}}
+
+
+def test_anthropic_prefill_continues_the_answer(gw):
+    r = gw.rollout()
+    c = anthropic.Anthropic(base_url=r.base_url.removesuffix("/v1"), api_key=r.api_key, max_retries=0)
+    c.messages.create(model="claude", max_tokens=16, messages=[{"role": "user", "content": "JSON please"},
+                                                               {"role": "assistant", "content": "{"}])
+    sent = gw.engine.requests[-1]
+    assert sent["continue_final_message"] is True and sent["add_generation_prompt"] is False
+    assert sent["messages"][-1] == {"role": "assistant", "content": "{"}

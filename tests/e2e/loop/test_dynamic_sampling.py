@@ -17,7 +17,7 @@ from harnessrl.store import open_store
 HERE = Path(__file__).resolve().parent
 
 
-def test_steps_launch_groups_until_one_has_varied_rewards_within_the_budget(tmp_path: Path) -> None:
+def test_steps_launch_groups_until_one_has_varied_rewards_within_the_budget(tmp_path: Path, capsys) -> None:
     tasks = tmp_path / "train.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"t{i}", "input": {"question": f"question {i}"},
                                          "verifier_input": {"flat": i < 6}}) + "\n" for i in range(8)))
@@ -59,3 +59,6 @@ alpha = 8
         assert m["count/dynamic.informative_groups"] >= 1 or len(launched) == 9
         assert m.get("count/groups.trained", 0) == m["count/dynamic.informative_groups"]
     assert sum(m.get("count/dynamic.extra_groups", 0) for m in steps) >= 1  # flat first groups were topped up
+    # stderr is not a terminal here: each step line is whole (its last field on the line that starts it)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    assert len(lines) == 3 and all("groups trained" in line and "publish" in line for line in lines), lines

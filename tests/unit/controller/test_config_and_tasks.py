@@ -99,3 +99,17 @@ def test_task_file_errors_give_file_and_line(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, '[tasks]\ntrain = "nope.jsonl"\n'))
     with pytest.raises(TaskLoadError, match="not found"):
         load_tasks(cfg, "r")
+
+
+def test_run_seed_seeds_engine_and_trainer_unless_they_say_otherwise(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, "[run]\nseed = 7\n"))
+    assert (cfg.run.seed, cfg.engine.seed, cfg.training.seed) == (7, 7, 7)
+    cfg = load_config(write(tmp_path, "[run]\nseed = 7\n[engine]\nseed = 1\n[training]\nseed = 2\n"))
+    assert (cfg.run.seed, cfg.engine.seed, cfg.training.seed) == (7, 1, 2)
+    assert load_config(write(tmp_path, "[run]\nseed = 3\n"), {"run": {"seed": 5}}).engine.seed == 5  # --seed
+
+
+def test_the_demo_config_is_seeded_and_samples_dynamically() -> None:
+    cfg = load_config(Path(__file__).resolve().parents[3] / "examples" / "demo" / "config.toml")
+    assert cfg.run.dynamic_sampling and cfg.run.max_attempts_per_step
+    assert cfg.training.seed == cfg.engine.seed == cfg.run.seed

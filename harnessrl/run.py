@@ -152,7 +152,7 @@ def _fmt(x: float) -> str:
 
 async def train(config: HarnessConfig, console: Console | None = None) -> TrainSummary:
     # soft_wrap: a step line stays one line in a log or pipe (the terminal wraps it visually)
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, soft_wrap=True)
     tune_allocator()  # before the engine, gateway and trainer threads exist (see training/memory.py)
     run_dir = config.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -237,7 +237,7 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
 async def collect(config: HarnessConfig, checkpoint: Path | None, split: TaskSplit = TaskSplit.EVAL,
                   console: Console | None = None) -> EvalResult:
     """Run a split's tasks once with the given policy (no training) and return the mean reward."""
-    console = console or Console(stderr=True)
+    console = console or Console(stderr=True, soft_wrap=True)
     run_dir = config.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     store = open_store(config.store_url)

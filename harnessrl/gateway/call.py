@@ -47,7 +47,7 @@ from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.rollouts import RolloutRegistry, RolloutState
 from harnessrl.gateway.stream import StreamAccumulator, sse_data
 from harnessrl.gateway.upstream import UpstreamResponse
-from harnessrl.store.base import NewCall, RolloutClosed
+from harnessrl.store.base import BudgetExceeded, NewCall, RolloutClosed
 from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens
 
 log = logging.getLogger(__name__)
@@ -481,12 +481,22 @@ class ModelCall:
                       version: int) -> int | None:
         """Commit the answered call; None (and the harness told) when its rollout closed meanwhile."""
         call = self._new_call(prompt, choices, response, version)
+        limits = self.s.config.limits  # checked again by a store that other gateways share
+        call.max_calls, call.max_tokens = limits.max_calls_per_rollout, limits.max_tokens_per_rollout
         self._recorded = True  # committed even if the client goes away while we wait (the recorder shields)
         try:
             index = await self.s.recorder.record(call)
         except RolloutClosed as exc:
             self.s.registry.mark_closed(self.state.id)
             await self._respond_error(RolloutClosedError(str(exc)))
+            return None
+        except BudgetExceeded as exc:  # another gateway used the rollout's budget up meanwhile
+            if exc.kind == "calls":  # refuse the next calls up front
+                self.state.calls = max(self.state.calls, limits.max_calls_per_rollout)
+            else:
+                self.state.tokens = max(self.state.tokens, limits.max_tokens_per_rollout)
+            self._recorded = False
+            await self._fail(LimitExceeded(str(exc), code=f"rollout_{exc.kind[:-1]}_budget"))
             return None
         except StoreUnavailable as exc:  # disk full, database down: refused, not half-answered
             self.state.calls -= 1

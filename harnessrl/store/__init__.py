@@ -2,6 +2,7 @@
 
 from harnessrl.store.base import (
     AlreadyExists,
+    BudgetExceeded,
     IllegalTransition,
     NewCall,
     NotFound,
@@ -12,6 +13,7 @@ from harnessrl.store.base import (
 
 __all__ = [
     "AlreadyExists",
+    "BudgetExceeded",
     "IllegalTransition",
     "NewCall",
     "NotFound",

@@ -50,6 +50,14 @@ class RolloutClosed(StoreError):
     """A write to a rollout that is already in a terminal state."""
 
 
+class BudgetExceeded(StoreError):
+    """Recording this answered call would take its rollout past ``NewCall.max_calls`` / ``max_tokens``."""
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # "calls" or "tokens"
+
+
 @dataclass(slots=True)
 class NewCall:
     """What the gateway hands the store for one finished model call (prompt uncompressed)."""
@@ -69,6 +77,10 @@ class NewCall:
     error: str | None = None
     fidelity: Fidelity | None = None
     fidelity_reason: str | None = None
+    #: The rollout's budgets, checked where every writer sees them (a store shared by several gateways
+    #: checks them under the rollout's lock): answered calls, and completion tokens of answered calls.
+    max_calls: int | None = None
+    max_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

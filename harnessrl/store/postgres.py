@@ -87,6 +87,7 @@ class PostgresStore(SqlStore):
     RETURNING = True
     MAX_IDS = None  # ids travel as one array parameter
     OCTETS = "OCTET_LENGTH({})"
+    SHARED = True  # several gateways: budgets are checked under the rollout's lock
 
     def __init__(
         self,

@@ -29,6 +29,7 @@ import orjson
 
 from harnessrl.store.base import (
     AlreadyExists,
+    BudgetExceeded,
     NewCall,
     NotFound,
     RolloutClosed,
@@ -36,6 +37,7 @@ from harnessrl.store.base import (
     Store,
     StoreError,
 )
+from harnessrl.store.codec import ITEM_SIZE
 from harnessrl.store.retention import ELIGIBLE, HELD, PurgeCounts, scope_sql
 from harnessrl.store.rows import (
     CALL_COLUMNS,
@@ -58,6 +60,7 @@ from harnessrl.store.rules import (
 )
 from harnessrl.types import (
     Call,
+    CallStatus,
     FailureKind,
     PolicyVersion,
     Reward,
@@ -113,6 +116,8 @@ class SqlStore(Store):
     MAX_IDS: ClassVar[int | None]
     #: An expression for the size in bytes of the text column ``{}``.
     OCTETS: ClassVar[str]
+    #: Several processes write this store (PostgreSQL): per-rollout budgets are checked in it.
+    SHARED: ClassVar[bool] = False
 
     def __init__(self, *, cache_bytes: int, lock: AbstractContextManager[Any]) -> None:
         """``lock`` guards the sequence cache and the creation clock: the driver's own, or a new one."""
@@ -360,6 +365,8 @@ class SqlStore(Store):
         indices: list[int] = []
         with self._write_calls() as conn:
             staged = self._seqs_for_write(conn, sorted({c.rollout_id for c in calls}))
+            if self.SHARED:
+                self._check_budgets(conn, calls)
             rows = []
             for call in calls:
                 seqs = staged[call.rollout_id]
@@ -371,6 +378,28 @@ class SqlStore(Store):
             for rollout_id, seqs in staged.items():
                 self._cache.put(rollout_id, seqs)
         return indices
+
+    def _check_budgets(self, conn: Connection, calls: Sequence[NewCall]) -> None:
+        """Refuse the batch if an answered call would take its rollout past its budgets (rows locked)."""
+        used: dict[str, list[int]] = {}
+        for call in calls:
+            if call.status != CallStatus.OK or (call.max_calls is None and call.max_tokens is None):
+                continue
+            if call.rollout_id not in used:
+                row = conn.execute(
+                    f"SELECT COUNT(*) AS n, COALESCE(SUM({self.OCTETS.format('completion_ids')}), 0) AS b"
+                    f" FROM calls WHERE rollout_id = {self.P} AND status = {self.P}",
+                    (call.rollout_id, CallStatus.OK.value),
+                ).fetchone()
+                used[call.rollout_id] = [int(row["n"]), int(row["b"]) // ITEM_SIZE]
+            u = used[call.rollout_id]
+            u[0] += 1
+            u[1] += sum(len(c.token_ids) for c in call.choices)
+            if call.max_calls is not None and u[0] > call.max_calls:
+                raise BudgetExceeded(f"the rollout's call budget ({call.max_calls} calls) is used up", "calls")
+            if call.max_tokens is not None and u[1] > call.max_tokens:
+                raise BudgetExceeded(
+                    f"the rollout's token budget ({call.max_tokens} completion tokens) is used up", "tokens")
 
     def _seqs_for_write(self, conn: Connection, rollout_ids: list[str]) -> dict[str, RolloutSeqs]:
         """Lock the rollouts (in id order) and stage private copies of their sequences, checked against

@@ -14,12 +14,16 @@ A run "learns" when the held-out reward rises by at least --gain (0.3, the issue
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import re
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,6 +85,37 @@ def run_seed(config: Path, seed: int, out: Path, log: Path) -> SeedRun:
     return SeedRun(seed, before, after, wall, peak / 2**30, tree / 2**30, child.returncode)
 
 
+def step_report(run_dir: Path) -> list[str]:
+    """Per step: the reward mix of its attempts (1 / 0.25 / 0 for the demo), groups trained of launched,
+    token entropy, advantage spread and gradient norm: what says whether a run learns or stalls."""
+    metrics = {}
+    if (run_dir / "metrics.jsonl").is_file():
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+            m = json.loads(line)
+            if "loss" in m:
+                metrics[m["step"]] = m
+    db = run_dir / "store.db"
+    rewards: dict[int, list[float]] = {}
+    if db.is_file():
+        with contextlib.closing(sqlite3.connect(db)) as con:
+            for step, value in con.execute(
+                    "SELECT r.step, w.value FROM rollouts r JOIN rewards w ON w.rollout_id = r.id "
+                    "WHERE w.name = 'final' AND r.step IS NOT NULL"):
+                rewards.setdefault(int(step), []).append(float(value))
+    lines = []
+    for step in sorted(metrics):
+        m, vals = metrics[step], rewards.get(step, [])
+        mix = Counter(vals)
+        launched = m.get("count/dynamic.groups", 0) + m.get("count/dynamic.extra_groups", 0)
+        lines.append(
+            f"    step {step}: attempts {len(vals)} (1.0: {mix[1.0]}, 0.25: {mix[0.25]}, 0: {mix[0.0]}) "
+            f"groups trained {m.get('count/groups.trained', 0)}/{launched} "
+            f"entropy {m.get('entropy', 0):.2f} adv std {m.get('advantage/std', 0):.2f} "
+            f"grad norm {m.get('grad_norm', 0):.2f} train {m.get('time/step_s', 0):.0f}s "
+            f"peak {m.get('memory/peak_rss_gb', 0):.2f}GB")
+    return lines
+
+
 def _stats(name: str, values: list[float], fmt: str) -> str:
     vals = [v for v in values if v == v]
     if not vals:
@@ -96,7 +131,12 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=10, help="number of seeds when --seeds is not given")
     ap.add_argument("--out", help="folder for the runs and their logs (default: a temporary folder)")
     ap.add_argument("--gain", type=float, default=0.3, help="held-out gain that counts as learning")
+    ap.add_argument("--steps", action="store_true", help="after each seed, its per-step reward mix and diagnostics")
+    ap.add_argument("--report", help="only print the per-step report of an existing run directory")
     args = ap.parse_args()
+    if args.report:
+        print("\n".join(step_report(Path(args.report))))
+        return 0
     seeds = args.seeds if args.seeds else list(range(args.n))
     out = Path(args.out or tempfile.mkdtemp(prefix="demo_seeds_")).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -109,6 +149,8 @@ def main() -> int:
         flag = "" if r.exit_code == 0 else f"  (exit {r.exit_code}, see {out / f'seed_{seed}.log'})"
         print(f"{seed:>4}  {r.before:5.2f} -> {r.after:4.2f}  {r.gain:+6.2f}  {r.wall_s / 60:5.1f}m  "
               f"{r.peak_gb:6.2f}GB  {r.tree_peak_gb:7.2f}GB{flag}", flush=True)
+        if args.steps:
+            print("\n".join(step_report(out / f"seed_{seed}")), flush=True)
     learned = sum(r.gain >= args.gain for r in runs)
     print(f"learned (held-out gain >= {args.gain}): {learned} of {len(runs)}")
     print(_stats("gain", [r.gain for r in runs], "{:+.2f}"))

@@ -44,3 +44,20 @@ def test_a_linked_hidden_subdir_is_found(tmp_path: Path) -> None:
     hidden, ws, outside = _layout(tmp_path)
     (ws / "checks").symlink_to(outside)
     assert symlinks_in_the_way(hidden, ws, "checks") == ["checks"]
+
+
+def test_the_tamper_check_never_reads_through_a_planted_link(tmp_path: Path) -> None:
+    from harnessrl.rewards.guards import find_tampering
+    from harnessrl.runners.workspace import checksum_globs
+
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "tests").mkdir(parents=True)
+    (ws / "tests" / "test_a.py").write_text("a")
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "big.bin").write_text("b")
+    before = checksum_globs(ws, ["tests/*/*", "tests/*"])
+    (ws / "tests" / "link").symlink_to(outside)
+    after = checksum_globs(ws, ["tests/*/*", "tests/*"])
+    assert after["tests/link"] == f"symlink:{outside}"
+    assert not any(k.startswith("tests/link/") for k in after)  # nothing under it was read
+    assert find_tampering(ws, ["tests/*/*", "tests/*"], before) == ["added: tests/link"]

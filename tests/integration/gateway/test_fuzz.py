@@ -144,6 +144,20 @@ def test_fuzz_every_harness_route(make_gateway, seed, mode):
                 resp = http.request(method, f"{gw.url}/r/{rollouts[0].id}/v1/models",
                                     headers={"Authorization": f"Bearer {rollouts[0].api_key}"})
                 assert resp.status_code < 500
+        # odd headers: keys that open nothing, odd bytes, wrong content types, huge beta lists
+        odd = [{"Authorization": "Bearer"}, {"Authorization": ""}, {"Authorization": "Basic abc"},
+               {"x-api-key": b"\xe9\xff"}, {"Authorization": f"Bearer {rollouts[0].api_key}",
+                                          "anthropic-beta": "x," * 2000, "content-type": "text/plain"},
+               {"Authorization": b"Bearer \xff\xfe"}]
+        for headers in odd:
+            for path in SEEDS:
+                try:
+                    resp = http.post(f"{gw.url}/r/{rollouts[0].id}{path}", json=SEEDS[path][0], headers=headers)
+                except httpx.TransportError as exc:
+                    failures.append(f"{path}: dropped ({exc!r}) headers={headers!r}"[:300])
+                    continue
+                if resp.status_code >= 500:
+                    failures.append(f"{path}: {resp.status_code} {resp.text[:200]} headers={headers!r}"[:300])
         # over the size limit: a 413 (the connection may close after it; that is allowed)
         try:
             big = http.post(f"{gw.url}/r/{rollouts[0].id}/v1/messages", content=b"{" + b" " * 200_000 + b"}",

@@ -14,10 +14,12 @@ from harnessrl.gateway.render.config import RenderConfig
 
 
 class GatewayLimits(BaseModel):
-    """Limits that contain a runaway harness. Exceeding one is a clear 4xx that is also recorded."""
+    """Limits that contain a runaway harness. A call asking for more tokens than allowed is served with the
+    lower limit; a used-up budget is a clear 4xx that is also recorded."""
 
     max_tokens_per_call: int = Field(
-        4096, ge=1, description="Cap on a call's max_tokens; larger requests get 400, absent ones get the cap."
+        4096, ge=1, description="Cap on a call's max_tokens: larger requests are served with the cap (requested "
+        "and granted recorded), absent ones get the cap."
     )
     max_calls_per_rollout: int = Field(1000, ge=1, description="Call budget of one rollout.")
     max_tokens_per_rollout: int = Field(

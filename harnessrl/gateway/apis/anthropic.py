@@ -215,6 +215,11 @@ def count_estimate(chat: dict[str, Any]) -> int:
     return max(1, len(orjson.dumps([chat.get("messages"), chat.get("tools")])) // 4)
 
 
+def _usage(n_in: int, n_out: int) -> dict[str, int]:
+    return {"input_tokens": n_in, "output_tokens": n_out, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0}
+
+
 def _event(name: str, data: dict[str, Any]) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
@@ -238,7 +243,7 @@ class MessageEncoder:
         self.input_tokens = input_tokens
         msg = {"id": self.id, "type": "message", "role": "assistant", "model": self.model, "content": [],
                "stop_reason": None, "stop_sequence": None,
-               "usage": {"input_tokens": input_tokens, "output_tokens": 0}}
+               "usage": _usage(input_tokens, 0)}
         return _event("message_start", {"type": "message_start", "message": msg})
 
     def _close(self) -> bytes:
@@ -316,7 +321,7 @@ class MessageEncoder:
         """The complete message (what a non-streamed request gets; what the record keeps)."""
         return {"id": self.id, "type": "message", "role": "assistant", "model": self.model,
                 "content": self.blocks, "stop_reason": self.stop_reason, "stop_sequence": self.stop_sequence,
-                "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}}
+                "usage": _usage(self.input_tokens, self.output_tokens)}
 
     def error_event(self, message: str, kind: str = "api_error") -> bytes:
         return _event("error", {"type": "error", "error": {"type": kind, "message": message}})

@@ -38,7 +38,8 @@ def test_anthropic_encoder_blocks_and_parallel_tool_uses():
                       if e["type"] == "content_block_delta" and e["index"] == 2)
     assert orjson.loads(partial) == {"path": "a.py"}
     msg = enc.result()
-    assert msg["stop_reason"] == "tool_use" and msg["usage"] == {"input_tokens": 12, "output_tokens": 30}
+    assert msg["stop_reason"] == "tool_use"
+    assert msg["usage"]["input_tokens"] == 12 and msg["usage"]["output_tokens"] == 30
     assert [b["type"] for b in msg["content"]] == starts
     assert msg["content"][0]["thinking"] == "Two files to read." and msg["content"][1]["text"] == "Reading both."
     assert msg["content"][2]["input"] == {"path": "a.py"} and msg["content"][3]["id"] == "call_b"

@@ -30,7 +30,7 @@ ROLLOUT_IDS = st.from_regex(r"[A-Za-z0-9._-]{1,200}", fullmatch=True)
 @given(ROLLOUT_IDS)
 def test_job_names_are_dns_labels_and_deterministic(rid: str) -> None:
     name = job_name(rid)
-    assert DNS1123_LABEL.match(name) and len(name) <= 63
+    assert DNS1123_LABEL.fullmatch(name) and len(name) <= 63
     assert job_name(rid) == name
 
 
@@ -43,8 +43,8 @@ def test_distinct_ids_get_distinct_names(a: str, b: str) -> None:
 @given(st.text(max_size=300))
 def test_label_values_are_valid_and_keep_simple_ids(value: str) -> None:
     out = label_value(value)
-    assert LABEL_VALUE.match(out) and len(out) <= 63
-    if LABEL_VALUE.match(value) and len(value) <= 63:
+    assert LABEL_VALUE.fullmatch(out) and len(out) <= 63
+    if LABEL_VALUE.fullmatch(value) and len(value) <= 63:
         assert out == value
 
 
@@ -83,7 +83,7 @@ def test_env_precedence_identity_wins_and_nothing_is_inherited(monkeypatch: pyte
     assert "HOME" not in env and "PATH" not in env
     labels = job["metadata"]["labels"]
     assert labels["team"] == "a" and labels["harnessrl.io/run"] == label_value("run 1") != "spoof"
-    assert LABEL_VALUE.match(labels["harnessrl.io/task"])
+    assert LABEL_VALUE.fullmatch(labels["harnessrl.io/task"])
     assert job["metadata"]["annotations"]["harnessrl.io/task-id"] == "t/1"
 
 

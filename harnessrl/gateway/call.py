@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 import harnessrl.gateway.dialect as dialect
-from harnessrl.gateway.apis import anthropic, chat, encode_complete, responses
+from harnessrl.gateway.apis import anthropic, chat, completions, encode_complete, responses
 from harnessrl.gateway.apis.base import Translation
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.engine_hop import EngineHop
@@ -105,11 +105,11 @@ class CallHandler:
 
     def parse(self, state: RolloutState, api: ApiKind, body: Any, request: Request) -> Parsed:
         if api in (ApiKind.CHAT, ApiKind.COMPLETIONS):
-            chat.validate(api, body)
+            (chat if api == ApiKind.CHAT else completions).validate(body)
             return Parsed(api, body, body, api, None, bool(body.get("stream")),
                           body.get("model") or self.s.config.model_name)
         t = self.translate(state, api, body, request)
-        chat.validate(ApiKind.CHAT, t.chat)
+        chat.validate(t.chat)
         model = body.get("model") or self.s.config.model_name
         stream = body.get("stream") is True
         if stream:

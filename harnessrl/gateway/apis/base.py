@@ -103,3 +103,37 @@ def unsupported_media(kind: str, where: str) -> BadRequest:
 #: Content types that carry media a text-only policy cannot read.
 MEDIA_TYPES = frozenset({"image", "document", "input_image", "input_file", "input_audio", "image_url",
                          "file", "audio", "video"})
+
+
+#: Numeric sampling fields and whether they must be integers.
+_NUMBERS = {"temperature": False, "top_p": False, "min_p": False, "presence_penalty": False,
+            "frequency_penalty": False, "repetition_penalty": False, "top_k": True, "seed": True,
+            "top_logprobs": True}
+#: Most choices one request may ask for (each is sampled and recorded).
+MAX_N = 128
+
+
+def validate_common(body: dict[str, Any]) -> None:
+    """The fields chat and completions bodies share: model, lengths, sampling numbers, stop, flags."""
+    if "model" in body and not isinstance(body["model"], str | None):
+        raise BadRequest("'model' must be a string")
+    for key in ("n", "max_tokens", "max_completion_tokens"):
+        v = body.get(key)
+        if v is not None and (type(v) is not int or v < 1):
+            raise BadRequest(f"'{key}' must be a positive integer")
+    if (body.get("n") or 1) > MAX_N:
+        raise BadRequest(f"'n' may be at most {MAX_N}")
+    for key, integer in _NUMBERS.items():
+        v = body.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int if integer else int | float)):
+            raise BadRequest(f"'{key}' must be {'an integer' if integer else 'a number'}")
+    stop = body.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (
+            isinstance(stop, list) and all(isinstance(x, str) for x in stop)):
+        raise BadRequest("'stop' must be a string or a list of strings")
+    for key in ("stream", "return_token_ids", "parallel_tool_calls"):
+        if key in body and not isinstance(body[key], bool | None):
+            raise BadRequest(f"'{key}' must be true or false")
+    for key in ("stream_options", "logit_bias", "response_format", "chat_template_kwargs", "metadata"):
+        if body.get(key) is not None and not isinstance(body[key], dict):
+            raise BadRequest(f"'{key}' must be an object")

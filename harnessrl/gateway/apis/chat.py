@@ -1,8 +1,8 @@
-"""The OpenAI chat and completions APIs: the engine's own dialect, so validation and relaying only.
+"""The OpenAI chat API: the engine's own dialect, so validation and relaying only.
 
 ``validate`` refuses malformed bodies with a 400 naming the field, so that nothing malformed reaches the
 engine (an engine error then always means an engine problem). ``Passthrough`` relays the engine's chunks
-as they arrive, engine-only fields stripped, holding the closing ones (finish, usage, ``[DONE]``) until
+(chat or completions) as they arrive, engine-only fields stripped, holding the closing ones (finish, usage, ``[DONE]``) until
 the call is recorded. ``ChatEncoder`` builds chat chunks from deltas, for gateway render mode where the
 gateway itself turns sampled tokens into a message.
 """
@@ -15,15 +15,8 @@ from typing import Any
 
 import orjson
 
+from harnessrl.gateway.apis.base import expect_dict, validate_common
 from harnessrl.gateway.errors import BadRequest, GatewayError
-from harnessrl.types import ApiKind
-
-#: Numeric sampling fields and whether they must be integers.
-_NUMBERS = {"temperature": False, "top_p": False, "min_p": False, "presence_penalty": False,
-            "frequency_penalty": False, "repetition_penalty": False, "top_k": True, "seed": True,
-            "top_logprobs": True}
-#: Most choices one request may ask for (each is sampled and recorded).
-MAX_N = 128
 
 
 def _content_ok(content: Any) -> bool:
@@ -67,56 +60,22 @@ def _validate_tools(tools: Any) -> None:
                              "'parameters': object}}")
 
 
-def validate(api: ApiKind, body: Any) -> None:  # noqa: C901 - one check per field, in order
-    """Refuse malformed requests with a 400 that says which field is wrong (nothing malformed reaches the
-    engine, so that an engine error always means an engine problem)."""
-    if not isinstance(body, dict):
-        raise BadRequest("the request body must be a JSON object")
-    if "model" in body and not isinstance(body["model"], str | None):
-        raise BadRequest("'model' must be a string")
-    if api == ApiKind.CHAT:
-        msgs = body.get("messages")
-        if not isinstance(msgs, list) or not msgs:
-            raise BadRequest("'messages' is required and must be a non-empty list")
-        for i, m in enumerate(msgs):
-            _validate_message(i, m)
-        if "logprobs" in body and not isinstance(body["logprobs"], bool | None):
-            raise BadRequest("'logprobs' must be true or false")
-        if body.get("tool_choice") is not None and not isinstance(body["tool_choice"], str | dict):
-            raise BadRequest("'tool_choice' must be a string or an object")
-    else:
-        p = body.get("prompt")
-        if isinstance(p, list) and len(p) == 1 and isinstance(p[0], str | list):
-            p = p[0]
-        ok = isinstance(p, str) or (isinstance(p, list) and p and all(type(t) is int and t >= 0 for t in p))
-        if not ok:
-            raise BadRequest("'prompt' is required: one string or one list of token ids (no batches)")
-        lp = body.get("logprobs")
-        if lp is not None and (type(lp) is not int or lp < 0):
-            raise BadRequest("'logprobs' must be a non-negative integer")
-    for key in ("n", "max_tokens", "max_completion_tokens"):
-        v = body.get(key)
-        if v is not None and (type(v) is not int or v < 1):
-            raise BadRequest(f"'{key}' must be a positive integer")
-    if (body.get("n") or 1) > MAX_N:
-        raise BadRequest(f"'n' may be at most {MAX_N}")
-    for key, integer in _NUMBERS.items():
-        v = body.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int if integer else int | float)):
-            raise BadRequest(f"'{key}' must be {'an integer' if integer else 'a number'}")
-    stop = body.get("stop")
-    if stop is not None and not isinstance(stop, str) and not (
-            isinstance(stop, list) and all(isinstance(x, str) for x in stop)):
-        raise BadRequest("'stop' must be a string or a list of strings")
-    for key in ("stream", "return_token_ids", "parallel_tool_calls"):
-        if key in body and not isinstance(body[key], bool | None):
-            raise BadRequest(f"'{key}' must be true or false")
-    for key in ("stream_options", "logit_bias", "response_format", "chat_template_kwargs", "metadata"):
-        if body.get(key) is not None and not isinstance(body[key], dict):
-            raise BadRequest(f"'{key}' must be an object")
+def validate(body: Any) -> None:
+    """Refuse a malformed chat body with a 400 that says which field is wrong (nothing malformed reaches
+    the engine, so that an engine error always means an engine problem)."""
+    body = expect_dict(body, "the request body")
+    msgs = body.get("messages")
+    if not isinstance(msgs, list) or not msgs:
+        raise BadRequest("'messages' is required and must be a non-empty list")
+    for i, m in enumerate(msgs):
+        _validate_message(i, m)
+    if "logprobs" in body and not isinstance(body["logprobs"], bool | None):
+        raise BadRequest("'logprobs' must be true or false")
+    if body.get("tool_choice") is not None and not isinstance(body["tool_choice"], str | dict):
+        raise BadRequest("'tool_choice' must be a string or an object")
     if "tools" in body and body["tools"] is not None:
         _validate_tools(body["tools"])
-
+    validate_common(body)
 
 
 DONE = b"data: [DONE]\n\n"

@@ -59,9 +59,11 @@ def _check(gw, api: str) -> None:
     r = gw.rollout()
     path, body = BODIES[api]
     pieces, first_byte, total = _stream(f"{r.base_url}{path}", r.api_key, body, api)
-    assert total > 10 * DELAY
+    assert total > 8 * DELAY
     assert len(pieces) >= 3, pieces
-    assert pieces[0][0] < 0.5 * total and first_byte < 0.5 * total, (pieces[0][0], first_byte, total)
+    # the text arrives spread over the sampling time, not in one burst at the end (robust to a loaded machine)
+    assert pieces[-1][0] - pieces[0][0] > 5 * DELAY, (pieces[0][0], pieces[-1][0], total)
+    assert first_byte < total - 5 * DELAY, (first_byte, total)
     (call,) = gw.store.get_calls(r.id)
     text = "".join(t for _, t in pieces)
     resp = call.response

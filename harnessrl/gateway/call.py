@@ -235,9 +235,11 @@ class ModelCall:
         state.calls += 1  # reserved now so that concurrent calls cannot overrun the budget
         try:
             self.version = await s.gate.enter()
-        except GatewayError as exc:
+        except BaseException as exc:  # paused too long, or the client left while waiting: no call made
             state.calls -= 1
-            return await self._respond_error(exc)
+            if isinstance(exc, GatewayError):
+                return await self._respond_error(exc)
+            raise
         try:  # in flight until recorded: a drained pause means every answered call is in the store
             await self._serve_while_connected(plan, receive)
         except (asyncio.CancelledError, Exception) as exc:

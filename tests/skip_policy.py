@@ -42,11 +42,19 @@ class SkipPolicy:
         self.skipped: list[tuple[str, str]] = []
         self.bad: list[tuple[str, str]] = []
 
-    @pytest.hookimpl
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    def _note(self, report: pytest.TestReport | pytest.CollectReport) -> None:
         if report.skipped and not hasattr(report, "wasxfail"):
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             self.skipped.append((report.nodeid, reason))
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._note(report)
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """A module skipped whole (``importorskip``, ``skip(allow_module_level=True)``) reports here."""
+        self._note(report)
 
     @pytest.hookimpl
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

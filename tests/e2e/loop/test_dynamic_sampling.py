@@ -19,7 +19,8 @@ from harnessrl.store import open_store
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.mark.timeout(1200)  # ~100 s on a quiet 2-core machine
+@pytest.mark.slow  # ~100 s on a quiet 2-core machine (three steps of up to 9 harness subprocesses)
+@pytest.mark.timeout(1200)
 def test_steps_launch_groups_until_one_has_varied_rewards_within_the_budget(tmp_path: Path, capsys) -> None:
     tasks = tmp_path / "train.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"t{i}", "input": {"question": f"question {i}"},

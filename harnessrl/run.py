@@ -8,6 +8,7 @@ say which steps are trained, ``events.jsonl`` holds step and evaluation summarie
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -38,7 +39,7 @@ from harnessrl.stack import Stack, latest_checkpoint
 from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
 from harnessrl.training.memory import tune_allocator
-from harnessrl.types import Rollout, TaskSplit
+from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,9 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
             store.end_run(run_id)  # retention may purge its calls from now on (docs/retention.md)
             console.print(f"done in {time.perf_counter() - t0:.0f}s")
             return summary
-        except BaseException:  # an error or Ctrl-C: tracker runs end as failed, not finished
+        except BaseException as exc:  # an error or Ctrl-C: tracker runs end as failed, not finished
+            if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
+                close_interrupted(store, run_id)
             stack.close(failed=True)
             raise
         finally:
@@ -256,10 +259,31 @@ async def collect(config: HarnessConfig, checkpoint: Path | None, split: TaskSpl
                 result = await ctl.evaluate(version)
             store.end_run(run_id)  # retention may purge its calls from now on (docs/retention.md)
             return result
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            close_interrupted(store, run_id)
+            raise
         finally:
             stack.close()
     finally:
         store.close()
+
+
+def close_interrupted(store: Store, run_id: str) -> int:
+    """Close the run's attempts still queued or running as infra failures after Ctrl-C; returns how many.
+
+    Why a sweep: each attempt closes itself when its task is cancelled, but a task whose cancellation
+    is delivered after this coroutine's own (asyncio cancels the main task first) finds the store
+    closed, and its rollout stayed "running" until the next resume. By now the runner has stopped
+    every harness (the controller's ``async with`` has exited), so nothing still writes to them.
+    """
+    closed = 0
+    for status in (RolloutStatus.QUEUED, RolloutStatus.RUNNING):
+        for r in store.list_rollouts(run_id=run_id, status=status, limit=100_000):
+            with contextlib.suppress(Exception):  # one that closed meanwhile is fine
+                store.transition_rollout(r.id, RolloutStatus.FAILED, failure_kind=FailureKind.INFRA,
+                                         error="controller interrupted while this attempt was in flight")
+                closed += 1
+    return closed
 
 
 def run_train(config: HarnessConfig) -> TrainSummary:

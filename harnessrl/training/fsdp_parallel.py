@@ -8,7 +8,7 @@ over the batch, and gradients are reduce-scattered as a SUM (divide factor 1), n
 micro-batch fewer run a zero-weight two-token dummy so every rank joins the same number of collectives.
 With one process, ``DistContext`` is a no-op and nothing is sharded: the same code path.
 
-``harnessrl.training.distributed`` runs one such step on the tiny model (docs/distributed.md).
+``harnessrl.training.fsdp_smoke`` runs one such step on the tiny model (docs/distributed.md).
 """
 
 from __future__ import annotations

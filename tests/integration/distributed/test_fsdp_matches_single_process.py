@@ -19,7 +19,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from harnessrl.training.distributed import one_step
+from harnessrl.training.fsdp_smoke import one_step
 from harnessrl.training.fsdp_parallel import DistContext, dummy_micro_batch, is_dummy
 
 VARIANTS = ("full", "lora", "ppo")
@@ -32,7 +32,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
     env.update(OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "harnessrl.training.distributed", "--out", str(multi), "--variants", *VARIANTS, "--resume"]
+           "-m", "harnessrl.training.fsdp_smoke", "--out", str(multi), "--variants", *VARIANTS, "--resume"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for v in VARIANTS:  # the single-process reference runs meanwhile
         one_step(single / f"{v}.pt", variant=v, workdir=single / v)
@@ -51,7 +51,7 @@ def _assert_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> Non
         torch.testing.assert_close(b[name], a[name], rtol=1e-5, atol=1e-6, msg=name)
 
 
-LR, ADAM_EPS = 1e-2, 1e-8  # harnessrl.training.distributed's trainer: lr=1e-2, torch's AdamW eps
+LR, ADAM_EPS = 1e-2, 1e-8  # harnessrl.training.fsdp_smoke's trainer: lr=1e-2, torch's AdamW eps
 
 
 def _assert_weights_close(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor], grads_a: dict, grads_b: dict,

@@ -3,7 +3,7 @@
 The integration test runs it with one and with two processes (gloo on CPU) and compares the gradients and
 weights; it is also a smoke check for a cluster's setup (``--help`` for options)::
 
-    torchrun --nproc_per_node 2 -m harnessrl.training.distributed --out /tmp/step.pt
+    torchrun --nproc_per_node 2 -m harnessrl.training.fsdp_smoke --out /tmp/step.pt
 
 The data-parallel machinery itself lives in ``harnessrl.training.fsdp_parallel``.
 """
@@ -135,7 +135,7 @@ def one_step(out: str | Path | None, *, variant: str = "full", micro_batch_token
 
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(
-        prog="python -m harnessrl.training.distributed",
+        prog="python -m harnessrl.training.fsdp_smoke",
         description="One trainer step on the tiny random model and a fixed batch; run it plainly or under "
         "`torchrun --nproc_per_node N` (FSDP, gloo on CPU) and compare the saved gradients and weights.",
     )

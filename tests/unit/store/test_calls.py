@@ -268,10 +268,13 @@ def test_rewards(store: Store, new_rollout: Callable[..., str]) -> None:
 
 @pytest.mark.parametrize("final", [S.FAILED, S.TIMED_OUT])
 def test_rewards_after_failure_are_kept(store: Store, new_rollout: Callable[..., str], final: S) -> None:
+    """Scoring writes a failed attempt's rewards after it closed: they must be in the store, read back."""
     rid = new_rollout()
     store.transition_rollout(rid, S.RUNNING)
     store.transition_rollout(rid, final, failure_kind=FailureKind.AGENT)
-    assert store.add_reward(rid, 0.0).value == 0.0
+    store.add_reward(rid, 0.25, name="verifier")
+    store.add_reward(rid, 0.0, name="final")
+    assert [(w.name, w.value) for w in store.get_rewards(rid)] == [("verifier", 0.25), ("final", 0.0)]
 
 
 def test_cancelled_rollout_refuses_rewards(store: Store, new_rollout: Callable[..., str]) -> None:

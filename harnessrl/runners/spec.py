@@ -42,7 +42,8 @@ class TaskAssets:
     ``workspace`` is copied fresh into every attempt's working directory. ``hidden_dir`` (hidden tests)
     is copied into that directory only after the harness has exited, and ``verifier_input`` (reference
     answers) is only ever given to the verifier. ``protected`` globs (relative to the workspace) are
-    checksummed before launch and checked after exit. ``verifier`` overrides the config's verifier.
+    checksummed before launch and checked after exit. ``verifier`` overrides the config's verifier, and
+    ``rubric`` the judge's (``[rewards.judge]``); the harness sees neither.
     """
 
     workspace: Path | None = None
@@ -50,6 +51,7 @@ class TaskAssets:
     verifier_input: Mapping[str, Any] | None = None
     protected: tuple[str, ...] = ()
     verifier: tuple[str, ...] | None = None
+    rubric: str | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], base_dir: Path | str = ".") -> TaskAssets:
@@ -69,6 +71,7 @@ class TaskAssets:
             verifier_input=record.get("verifier_input"),
             protected=tuple(record.get("protected") or ()),
             verifier=tuple(verifier) if verifier else None,
+            rubric=str(record["rubric"]) if record.get("rubric") else None,
         )
 
 

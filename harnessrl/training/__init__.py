@@ -9,7 +9,7 @@ The controller's path through this package::
 """
 
 from harnessrl.training.advantages import AdvantageResult, RolloutRecord, compute_advantages, group_advantages
-from harnessrl.training.batch import TrainBatch, batch_from_store, prepare_batch
+from harnessrl.training.train_batch import TrainBatch, batch_from_store, prepare_batch
 from harnessrl.training.config import LoraConfig, SampleConfig, TrainingConfig
 from harnessrl.training.losses import policy_loss, token_weights
 from harnessrl.training.publish import FolderPublisher, InProcessPublisher, Publisher, WeightReceiver

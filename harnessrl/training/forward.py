@@ -15,7 +15,7 @@ import inspect
 import torch
 
 from harnessrl.training.attention import FLASH, VARLEN, varlen_kwargs
-from harnessrl.training.batching import MicroBatch
+from harnessrl.training.micro_batches import MicroBatch
 
 
 @functools.cache

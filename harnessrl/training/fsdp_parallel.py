@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from harnessrl.training.batching import MicroBatch
+from harnessrl.training.micro_batches import MicroBatch
 
 logger = logging.getLogger(__name__)
 

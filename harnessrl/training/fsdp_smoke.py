@@ -36,7 +36,7 @@ def fixed_batch(model: torch.nn.Module, vocab: int, n: int = 8, seed: int = 0) -
     """A deterministic batch of ``n`` samples (4 groups of 2 rollouts) with on-policy behaviour logprobs."""
     import random
 
-    from harnessrl.training.batching import make_micro_batches
+    from harnessrl.training.micro_batches import make_micro_batches
     from harnessrl.training.forward import token_logprobs
     from harnessrl.types import Sample, SampleFidelity
 

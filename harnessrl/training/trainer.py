@@ -3,7 +3,7 @@
 ``Trainer.step`` weighs every token once for the batch (see ``losses.token_weights``), splits the samples
 into micro-batches by a token budget (packed without padding), accumulates gradients, clips and takes one
 AdamW step. With ``mini_batches``/``ppo_epochs`` it takes several updates per batch, each over whole
-rollouts (see ``minibatches``). Dropout is kept off (eval mode) so the trainer's logprobs match the engine's.
+rollouts (see ``ppo_minibatches``). Dropout is kept off (eval mode) so the trainer's logprobs match the engine's.
 fp32 on CPU (no native bf16 there); bf16 autocast with fp32 master weights on GPU.
 """
 
@@ -25,15 +25,15 @@ import torch
 from harnessrl.store.base import Store
 from harnessrl.training import checkpoint as ckpt
 from harnessrl.training.attention import FLASH, VARLEN, register_varlen_attention
-from harnessrl.training.batch import TrainBatch
-from harnessrl.training.batching import MicroBatch, make_micro_batches
+from harnessrl.training.train_batch import TrainBatch
+from harnessrl.training.micro_batches import MicroBatch, make_micro_batches
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.fsdp_parallel import DistContext, is_dummy
 from harnessrl.training.losses import policy_loss, token_weights
 from harnessrl.training.memory import peak_rss_bytes, trainer_allocations
 from harnessrl.training.metrics import MetricsWriter
-from harnessrl.training.minibatches import split_by_rollout
+from harnessrl.training.ppo_minibatches import split_by_rollout
 from harnessrl.training.publish import Publisher
 from harnessrl.training.trackers import open_trackers
 from harnessrl.types import Sample

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from harnessrl.rewards.posted import posts_are_trained, trained_rewards
-from harnessrl.training.batch import prepare_batch
+from harnessrl.training.train_batch import prepare_batch
 from harnessrl.training.config import TrainingConfig
 from harnessrl.types import Reward, Rollout, RolloutStatus
 

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from harnessrl.training.batching import make_micro_batches
+from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.losses import token_weights

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harnessrl.store import NewCall, open_store
-from harnessrl.training.batch import batch_from_store
+from harnessrl.training.train_batch import batch_from_store
 from harnessrl.training.config import TrainingConfig
 from harnessrl.types import ApiKind, CallStatus, ChoiceTokens, FailureKind, RolloutStatus, SampleFidelity
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from harnessrl.training.batch import TrainBatch
+from harnessrl.training.train_batch import TrainBatch
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.trackers import TrackerError, scalars
 from harnessrl.training.trainer import Trainer

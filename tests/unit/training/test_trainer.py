@@ -9,8 +9,8 @@ import random
 import pytest
 import torch
 
-from harnessrl.training.batch import TrainBatch
-from harnessrl.training.batching import make_micro_batches
+from harnessrl.training.train_batch import TrainBatch
+from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.checkpoint import CheckpointError
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.forward import token_logprobs
@@ -167,7 +167,7 @@ def test_empty_batch_is_a_counted_no_op():
 
 
 def test_shared_prefix_step_equals_whole_sample_packing():
-    from .test_batching import _group_samples
+    from .test_micro_batches import _group_samples
 
     batch = _group_samples()
     shared = Trainer(tiny_llama(), _cfg(share_prefix_min=8, micro_batch_tokens=400))

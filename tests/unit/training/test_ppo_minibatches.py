@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harnessrl.training.minibatches import split_by_rollout
+from harnessrl.training.ppo_minibatches import split_by_rollout
 
 from ._helpers import make_sample
 

@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from harnessrl.training.batching import make_micro_batches
+from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.losses import token_weights
 

@@ -3,7 +3,7 @@
 Packed: the samples of a micro-batch are concatenated into one row and ``position_ids`` restart at 0 for
 each. With no attention mask, transformers detects the restarts and builds a block-diagonal causal mask
 (sdpa/eager), and flash-attention uses varlen kernels, so no token attends across samples and no compute
-is spent on padding. ``tests/unit/training/test_batching.py`` checks packed logprobs equal unpacked ones.
+is spent on padding. ``tests/unit/training/test_micro_batches.py`` checks packed logprobs equal unpacked ones.
 
 One step is one optimizer update over all its micro-batches, so micro-batching never splits a group or a
 rollout in a way that matters: advantages and token weights are fixed for the whole batch beforehand.

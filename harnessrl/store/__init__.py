@@ -10,11 +10,13 @@ from harnessrl.store.base import (
     Store,
     StoreError,
 )
+from harnessrl.store.judge_calls import JudgeCall
 
 __all__ = [
     "AlreadyExists",
     "BudgetExceeded",
     "IllegalTransition",
+    "JudgeCall",
     "NewCall",
     "NotFound",
     "RolloutClosed",

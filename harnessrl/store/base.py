@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnessrl.store.judge_calls import JudgeCall
 from harnessrl.store.retention import PurgeCounts
 from harnessrl.types import (
     ApiKind,
@@ -200,6 +201,23 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def get_rewards(self, rollout_id: str) -> list[Reward]: ...
+
+    # -- judge calls (``judge_calls.py``) --------------------------------------------------------------
+    @abc.abstractmethod
+    def add_judge_calls(self, calls: Sequence[JudgeCall]) -> list[JudgeCall]:
+        """Record one judging's rows (one per rollout it scored) in one transaction, numbered per rollout."""
+
+    @abc.abstractmethod
+    def get_judge_calls(self, rollout_id: str) -> list[JudgeCall]:
+        """A rollout's judge calls, oldest first."""
+
+    @abc.abstractmethod
+    def judge_call_rows(self, call_id: str) -> list[JudgeCall]:
+        """All rows of one judging by position (position 0 holds its prompt and raw answer)."""
+
+    @abc.abstractmethod
+    def cached_judgement(self, cache_key: str) -> list[JudgeCall]:
+        """The rows of the newest answered judging with ``cache_key`` (empty: none)."""
 
     # -- policy versions ------------------------------------------------------------------------------
     @abc.abstractmethod

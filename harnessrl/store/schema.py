@@ -24,10 +24,35 @@ from typing import Literal
 Dialect = Literal["sqlite", "postgresql"]
 
 #: Bump when the tables change and add the step to ``MIGRATIONS``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: ``MIGRATIONS[v]`` upgrades a database from version ``v`` to ``v + 1``.
 _TASK_INDEX = "CREATE INDEX IF NOT EXISTS rollouts_by_task ON rollouts (run_id, task_id, created_at, id)"
+
+#: What a model judge answered about a rollout (``rewards/judge.py``): never trained. One judge call may
+#: score several rollouts at once (group mode): each gets a row, the rows share ``call_id`` and only
+#: ``position`` 0 keeps the prompt (``request``) and raw answer (``response``). ``status``: ``ok``,
+#: ``cached`` (the score of an earlier call with the same ``cache_key``, nothing paid) or ``error``.
+_JUDGE_CALLS = """CREATE TABLE IF NOT EXISTS judge_calls (
+    rollout_id TEXT NOT NULL REFERENCES rollouts (id),
+    judge_index INTEGER NOT NULL,
+    call_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    mode TEXT NOT NULL,
+    model TEXT NOT NULL,
+    status TEXT NOT NULL,
+    score DOUBLE PRECISION,
+    reason TEXT,
+    error TEXT,
+    attempts INTEGER NOT NULL,
+    latency_s DOUBLE PRECISION,
+    cache_key TEXT NOT NULL,
+    request TEXT,
+    response TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (rollout_id, judge_index)
+)"""
+_JUDGE_CACHE_INDEX = "CREATE INDEX IF NOT EXISTS judge_calls_by_cache ON judge_calls (cache_key, created_at)"
 
 MIGRATIONS: dict[int, list[str]] = {
     1: [_TASK_INDEX],  # the dashboard filters a run's rollouts by task
@@ -36,6 +61,7 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE rollouts ADD COLUMN purged_at DOUBLE PRECISION",
         "ALTER TABLE calls ADD COLUMN purged_at DOUBLE PRECISION",
     ],
+    3: [_JUDGE_CALLS, _JUDGE_CACHE_INDEX],  # judge calls of a rollout
 }
 
 _TABLES = """
@@ -132,6 +158,8 @@ CREATE TABLE IF NOT EXISTS policy_versions (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS policy_versions_unique ON policy_versions (COALESCE(run_id, ''), version);
 CREATE INDEX IF NOT EXISTS policy_versions_by_run ON policy_versions (run_id, version);
+{judge_calls};
+{judge_cache_index};
 """
 
 
@@ -139,4 +167,5 @@ def ddl(dialect: Dialect) -> list[str]:
     """The CREATE statements for ``dialect``, one per list item (idempotent: IF NOT EXISTS)."""
     blob = {"sqlite": "BLOB", "postgresql": "BYTEA"}[dialect]
     text = _TABLES.replace("{blob}", blob).replace("{task_index}", _TASK_INDEX)
+    text = text.replace("{judge_calls}", _JUDGE_CALLS).replace("{judge_cache_index}", _JUDGE_CACHE_INDEX)
     return [stmt.strip() for stmt in text.split(";") if stmt.strip()]

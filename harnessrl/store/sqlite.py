@@ -20,13 +20,14 @@ from typing import Any, Literal
 from urllib.parse import parse_qs
 
 from harnessrl.store.base import NewCall, StoreError
+from harnessrl.store.judge_calls import JudgeCallsMixin
 from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl
 from harnessrl.store.sql import SqlStore
 
 Synchronous = Literal["NORMAL", "FULL"]
 
 
-class SqliteStore(SqlStore):
+class SqliteStore(JudgeCallsMixin, SqlStore):
     """``Store`` on one SQLite file (or ``:memory:``, which serves reads from the writer connection)."""
 
     P = "?"

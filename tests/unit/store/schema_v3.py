@@ -1,0 +1,126 @@
+"""A frozen copy of ``harnessrl/store/schema.py`` at schema version 3 (before judge calls), to build the
+databases an older harnessrl left behind and check that this one opens and migrates them."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Dialect = Literal["sqlite", "postgresql"]
+
+#: Bump when the tables change and add the step to ``MIGRATIONS``.
+SCHEMA_VERSION = 3
+
+#: ``MIGRATIONS[v]`` upgrades a database from version ``v`` to ``v + 1``.
+_TASK_INDEX = "CREATE INDEX IF NOT EXISTS rollouts_by_task ON rollouts (run_id, task_id, created_at, id)"
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [_TASK_INDEX],  # the dashboard filters a run's rollouts by task
+    2: [  # retention: a run's end, and what was purged
+        "ALTER TABLE runs ADD COLUMN ended_at DOUBLE PRECISION",
+        "ALTER TABLE rollouts ADD COLUMN purged_at DOUBLE PRECISION",
+        "ALTER TABLE calls ADD COLUMN purged_at DOUBLE PRECISION",
+    ],
+}
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    config TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION
+);
+CREATE INDEX IF NOT EXISTS runs_by_created ON runs (created_at);
+CREATE TABLE IF NOT EXISTS tasks (
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    id TEXT NOT NULL,
+    input TEXT NOT NULL,
+    split TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    PRIMARY KEY (run_id, id)
+);
+CREATE INDEX IF NOT EXISTS tasks_by_position ON tasks (run_id, position);
+CREATE TABLE IF NOT EXISTS rollouts (
+    id TEXT PRIMARY KEY,
+    run_id TEXT REFERENCES runs (id),
+    task_id TEXT NOT NULL,
+    group_id TEXT NOT NULL,
+    input TEXT NOT NULL,
+    api_key_hash TEXT NOT NULL,
+    status TEXT NOT NULL,
+    policy_version INTEGER NOT NULL,
+    step INTEGER,
+    failure_kind TEXT,
+    error TEXT,
+    exit_code INTEGER,
+    logs TEXT,
+    runner_handle TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    started_at DOUBLE PRECISION,
+    finished_at DOUBLE PRECISION,
+    metadata TEXT NOT NULL,
+    purged_at DOUBLE PRECISION
+);
+CREATE INDEX IF NOT EXISTS rollouts_by_created ON rollouts (created_at, id);
+CREATE INDEX IF NOT EXISTS rollouts_by_run ON rollouts (run_id, created_at, id);
+CREATE INDEX IF NOT EXISTS rollouts_by_run_step ON rollouts (run_id, step, created_at, id);
+CREATE INDEX IF NOT EXISTS rollouts_by_status ON rollouts (status, created_at, id);
+CREATE INDEX IF NOT EXISTS rollouts_by_step ON rollouts (step, created_at, id);
+CREATE INDEX IF NOT EXISTS rollouts_by_group ON rollouts (group_id);
+{task_index};
+CREATE TABLE IF NOT EXISTS calls (
+    rollout_id TEXT NOT NULL REFERENCES rollouts (id),
+    call_index INTEGER NOT NULL,
+    api TEXT NOT NULL,
+    status TEXT NOT NULL,
+    request TEXT NOT NULL,
+    request_keep TEXT,
+    response TEXT,
+    parent_index INTEGER,
+    prefix_len INTEGER NOT NULL,
+    prompt_len INTEGER NOT NULL,
+    prompt_suffix {blob} NOT NULL,
+    completion_ids {blob} NOT NULL,
+    completion_logprobs {blob} NOT NULL,
+    choices TEXT NOT NULL,
+    policy_version INTEGER NOT NULL,
+    requested_model TEXT,
+    sampling TEXT NOT NULL,
+    engine_id TEXT,
+    latency_s DOUBLE PRECISION,
+    error TEXT,
+    fidelity TEXT,
+    fidelity_reason TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    purged_at DOUBLE PRECISION,
+    PRIMARY KEY (rollout_id, call_index)
+);
+CREATE TABLE IF NOT EXISTS rewards (
+    rollout_id TEXT NOT NULL REFERENCES rollouts (id),
+    reward_index INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    value DOUBLE PRECISION NOT NULL,
+    call_index INTEGER,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (rollout_id, reward_index)
+);
+CREATE TABLE IF NOT EXISTS policy_versions (
+    run_id TEXT REFERENCES runs (id),
+    version INTEGER NOT NULL,
+    checkpoint_path TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    metadata TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS policy_versions_unique ON policy_versions (COALESCE(run_id, ''), version);
+CREATE INDEX IF NOT EXISTS policy_versions_by_run ON policy_versions (run_id, version);
+"""
+
+
+def ddl(dialect: Dialect) -> list[str]:
+    """The CREATE statements for ``dialect``, one per list item (idempotent: IF NOT EXISTS)."""
+    blob = {"sqlite": "BLOB", "postgresql": "BYTEA"}[dialect]
+    text = _TABLES.replace("{blob}", blob).replace("{task_index}", _TASK_INDEX)
+    return [stmt.strip() for stmt in text.split(";") if stmt.strip()]

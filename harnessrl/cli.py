@@ -61,6 +61,10 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         config = GatewayConfig.model_validate(section)
     except Exception as exc:  # pydantic's message names the bad key
         raise SystemExit(f"invalid gateway configuration: {exc}") from None
+    if "embedded" in config.engines and "tokenizer" not in config.render.model_fields_set:
+        # the gateway decodes stored token IDs (to redact secrets) with the served model's tokenizer
+        spec = data.get("engine", {}).get("model") or "smollm2"
+        config.render = config.render.model_copy(update={"tokenizer": spec})
     config.engines = [_start_embedded(data) if e == "embedded" else e for e in config.engines]
     if not config.engines:
         raise SystemExit("no engine configured: pass --engine http://HOST:PORT/v1 (repeatable) or --engine embedded")

@@ -264,3 +264,6 @@ class Sample:
     #: trainer scores tokens under the same tempered distribution the engine sampled them from, or the
     #: PPO ratio would start away from 1.
     temperatures: list[float] | None = None
+    #: Tokens of this sample that stand in for a secret (the gateway replaced them when recording): context
+    #: as the model did not see it, and never trained (loss mask 0). 0: nothing was redacted.
+    redacted: int = 0

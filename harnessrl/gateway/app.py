@@ -28,12 +28,13 @@ from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.engine_hop import EngineHop
 from harnessrl.gateway.errors import BadRequest, GatewayError, RolloutClosedError
 from harnessrl.gateway.http import api_key, read_json
-from harnessrl.gateway.pause import PauseGate
+from harnessrl.gateway.policy_gate import PauseGate
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.redact import Redactor
+from harnessrl.gateway.redact_tokens import token_redactor
 from harnessrl.gateway.render_seam import ChatRenderer, load_renderer
-from harnessrl.gateway.rollouts import RolloutRegistry
+from harnessrl.gateway.rollout_registry import RolloutRegistry
 from harnessrl.rewards.posted import SCORING_NAMES
 from harnessrl.store.base import RolloutClosed, Store
 from harnessrl.types import ApiKind
@@ -61,11 +62,11 @@ class Gateway:
         self.pool = EnginePool(config.engines, model=config.engine_model,
                                health_interval_s=config.health_interval_s,
                                affinity_slack=config.affinity_slack, timeout_s=config.limits.upstream_timeout_s)
-        self.recorder = Recorder(store, Redactor(config.redact_patterns), config.record_batch_max,
-                                 inline=config.record_inline)
-        self.registry = RolloutRegistry(store)
         if renderer is None and config.render_mode == "gateway":
             renderer = load_renderer(config)
+        self.recorder = Recorder(store, Redactor(config.redact_patterns), config.record_batch_max,
+                                 inline=config.record_inline, tokens=token_redactor(config, renderer))
+        self.registry = RolloutRegistry(store)
         self.calls = CallHandler(Services(config, self.pool, self.recorder, self.registry, self.gate,
                                           EngineHop(self.pool, config.engine_model), renderer))
         self.registry.on_load = self.calls.reload

@@ -17,6 +17,7 @@ from typing import Any
 
 from harnessrl.gateway.errors import StoreUnavailable
 from harnessrl.gateway.redact import Redactor
+from harnessrl.gateway.redact_tokens import TokenRedactor
 from harnessrl.store.base import NewCall, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,10 @@ class RecorderClosed(RuntimeError):
 
 
 class Recorder:
-    def __init__(self, store: Store, redactor: Redactor, batch_max: int = 256, inline: bool = False) -> None:
+    def __init__(self, store: Store, redactor: Redactor, batch_max: int = 256, inline: bool = False,
+                 tokens: TokenRedactor | None = None) -> None:
         self._inline = inline
+        self._tokens = tokens
         self._pending: list[_Item] = []
         self._store = store
         self._redact = redactor
@@ -142,11 +145,20 @@ class Recorder:
                 pass
 
     def _redacted(self, call: NewCall) -> NewCall:
+        """Secrets out of the text, then out of the token arrays (``redact_tokens``): a call whose text
+        held one is stored with those tokens replaced and ``sampling["redacted"]`` saying where."""
+        before = (call.request, call.response, call.error)
         call.request = self._redact(call.request)
         if call.response is not None:
             call.response = self._redact(call.response)
         if call.error:
             call.error = self._redact(call.error)
+        hit = any(a is not b for a, b in zip((call.request, call.response, call.error), before, strict=True))
+        tokens = self._tokens
+        if tokens is not None and tokens.needs_scan(call, hit):
+            marker = tokens.scrub(call)
+            if marker is not None:
+                call.sampling = {**call.sampling, "redacted": marker}
         return call
 
 

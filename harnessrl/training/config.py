@@ -45,6 +45,12 @@ class SampleConfig(BaseModel):
         description="Which choices of an n>1 call to train: choice 0 only, or every choice (each extra "
         "choice becomes its own sample sharing the prompt as context).",
     )
+    redacted: Literal["mask", "drop"] = Field(
+        "mask",
+        description="Calls whose tokens held a secret (replaced by a placeholder in the store, see "
+        "docs/security.md): 'mask' trains them with the placeholder tokens under loss mask 0; 'drop' leaves "
+        "such calls out. Either way they are counted in the step metrics.",
+    )
 
 
 class TrainingConfig(BaseModel):

@@ -10,6 +10,13 @@ When no earlier sequence is a prefix (the harness summarised or edited its histo
 and records why (``split`` fidelity with a reason). A call may extend an *older* sample than the last one
 (retries, sub-agents, n>1 choices): the longest sequence that is a prefix of the prompt wins, so branches
 are followed rather than broken.
+
+A call whose text held a secret was stored with the secret's tokens replaced by a placeholder
+(``sampling["redacted"]``, see ``gateway/redact_tokens.py``). Such a token is never trained: in a
+completion it gets loss mask 0 (the model sampled the secret, not the placeholder, and its logprob belongs to
+the secret), and in the prompt it is context the model did not see. The rest of the call is trained
+(``SampleConfig.redacted = "mask"``) or the call is left out (``"drop"``); the sample counts its
+placeholders in ``Sample.redacted``. A call whose token arrays were dropped has nothing left to train.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from harnessrl.training.config import SampleConfig
 from harnessrl.types import Call, CallStatus, Sample, SampleFidelity
@@ -28,6 +36,30 @@ class SampleSet:
 
     samples: list[Sample]
     counts: Counter[str] = field(default_factory=Counter)
+
+
+#: Placeholder positions of a call's prompt and of one of its completions (``redacted_positions``).
+_Redacted = tuple[frozenset[int], frozenset[int]]
+
+
+def redacted_positions(call: Call, choice: int | None = 0) -> frozenset[int]:
+    """Positions the gateway replaced by a placeholder in the call's prompt (``choice`` None) or in one
+    choice's completion, from ``sampling["redacted"]``."""
+    marker = call.sampling.get("redacted") if isinstance(call.sampling, dict) else None
+    if not isinstance(marker, dict):
+        return frozenset()
+    if choice is None:
+        spans: Any = marker.get("prompt_spans") or []
+    else:
+        per_choice = marker.get("completion_spans") or []
+        spans = per_choice[choice] if choice < len(per_choice) else []
+    return frozenset(i for s, e in spans for i in range(int(s), int(e)))
+
+
+def _redacted(call: Call, choice: int) -> _Redacted | None:
+    if "redacted" not in call.sampling:
+        return None
+    return redacted_positions(call, None), redacted_positions(call, choice)
 
 
 @dataclass(slots=True)
@@ -43,17 +75,25 @@ class _Open:
     temps: list[float] = field(default_factory=list)
     fidelity: SampleFidelity = SampleFidelity.EXACT
     reason: str | None = None
+    redacted: list[int] = field(default_factory=list)  # positions of placeholder tokens
 
     def append_call(self, call_index: int, version: int, context: Sequence[int], completion: Sequence[int],
-                    logprobs: Sequence[float], temperature: float = 1.0) -> None:
+                    logprobs: Sequence[float], temperature: float = 1.0, redacted: _Redacted | None = None,
+                    context_offset: int = 0) -> None:
+        """Append ``context`` (mask 0; it is the call's prompt from ``context_offset`` on) and
+        ``completion`` (mask 1, except the placeholders ``redacted`` names)."""
+        in_prompt, in_completion = redacted or (frozenset(), frozenset())
+        base = len(self.tokens) - context_offset
+        self.redacted.extend(base + i for i in sorted(in_prompt) if context_offset <= i < context_offset + len(context))
         self.tokens.extend(context)
         self.mask.extend([0] * len(context))
         self.logprobs.extend([0.0] * len(context))
         self.temps.extend([1.0] * len(context))
         start = len(self.tokens)
         self.tokens.extend(completion)
-        self.mask.extend([1] * len(completion))
-        self.logprobs.extend(float(x) for x in logprobs)
+        self.mask.extend(0 if i in in_completion else 1 for i in range(len(completion)))
+        self.redacted.extend(start + i for i in sorted(in_completion) if i < len(completion))
+        self.logprobs.extend(0.0 if i in in_completion else float(x) for i, x in enumerate(logprobs))
         self.temps.extend([temperature] * len(completion))
         self.spans.append((start, len(self.tokens)))
         self.call_indices.append(call_index)
@@ -81,11 +121,17 @@ def call_temperature(call: Call) -> float:
     return 1.0 if value is None else float(value)
 
 
-def _exclusion_reason(call: Call) -> str | None:
+def _exclusion_reason(call: Call, config: SampleConfig) -> str | None:
     if call.purged_at is not None:
         return "purged"  # retention emptied it (docs/retention.md): nothing left to train on
     if call.status != CallStatus.OK:
         return f"status_{call.status.value}"
+    marker = call.sampling.get("redacted")
+    if marker:
+        if isinstance(marker, dict) and marker.get("dropped"):
+            return "redacted_dropped"  # its token arrays were not stored: nothing to train on
+        if config.redacted == "drop":
+            return "redacted"
     if call_temperature(call) <= 0.0:
         return "greedy"  # argmax decoding has no sampling distribution to compute a ratio against
     if not call.completion_token_ids:
@@ -142,7 +188,7 @@ def build_samples(
     counts: Counter[str] = Counter()
     opened: list[_Open] = []
     for call in sorted(calls, key=lambda c: c.index):
-        reason = _exclusion_reason(call)
+        reason = _exclusion_reason(call, config)
         if reason is not None:
             counts[f"excluded.{reason}"] += 1
             continue
@@ -150,18 +196,23 @@ def build_samples(
         if call.fidelity is not None:  # how the gateway built the prompt (token-exact render mode)
             counts[f"render.{call.fidelity.value}"] += 1
         prompt = list(call.prompt_token_ids)
+        redacted = _redacted(call, 0)
+        if redacted is not None:
+            counts["redacted.calls"] += 1
+            counts["redacted.completion_tokens_masked"] += len(redacted[1])
         parent = _find_parent(prompt, opened)
         if parent is not None:
             if parent.fidelity == SampleFidelity.EXACT:
                 parent.fidelity = SampleFidelity.MERGED
             parent.append_call(call.index, call.policy_version, prompt[len(parent.tokens):],
-                               call.completion_token_ids, call.completion_logprobs, call_temperature(call))
+                               call.completion_token_ids, call.completion_logprobs, call_temperature(call),
+                               redacted, context_offset=len(parent.tokens))
             counts["calls.merged"] += 1
         else:
             fidelity, why = _split_reason(prompt, opened)
             fresh = _Open(tokens=[], mask=[], logprobs=[], fidelity=fidelity, reason=why)
             fresh.append_call(call.index, call.policy_version, prompt, call.completion_token_ids,
-                              call.completion_logprobs, call_temperature(call))
+                              call.completion_logprobs, call_temperature(call), redacted)
             opened.append(fresh)
         if config.choices == "all":
             for j, choice in enumerate(call.choices[1:], start=1):
@@ -171,7 +222,7 @@ def build_samples(
                 extra = _Open(tokens=[], mask=[], logprobs=[], fidelity=SampleFidelity.SPLIT,
                               reason=f"choice {j} of call {call.index}")
                 extra.append_call(call.index, call.policy_version, prompt, choice.token_ids, choice.logprobs,
-                                  call_temperature(call))
+                                  call_temperature(call), _redacted(call, j))
                 opened.append(extra)
         elif len(call.choices) > 1:
             counts["excluded.extra_choices"] += len(call.choices) - 1
@@ -185,6 +236,9 @@ def build_samples(
 
 
 def _finish(o: _Open, rollout_id: str, group_id: str, config: SampleConfig, counts: Counter[str]) -> Sample | None:
+    if not any(o.mask):  # every sampled token was a secret's placeholder: nothing to train
+        counts["redacted.no_trained_tokens"] += 1
+        return None
     limit = config.max_sequence_length
     if len(o.tokens) > limit:
         if config.overflow == "drop":
@@ -212,4 +266,5 @@ def _finish(o: _Open, rollout_id: str, group_id: str, config: SampleConfig, coun
         fidelity_reason=o.reason,
         call_spans=o.spans,
         temperatures=o.temps if any(t != 1.0 for t in o.temps) else None,
+        redacted=sum(1 for i in o.redacted if i < len(o.tokens)),
     )

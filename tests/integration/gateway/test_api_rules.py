@@ -138,7 +138,8 @@ def test_redaction_of_stored_secrets(gw):
     assert post(gw, r.id, key=r.api_key, json=body).status_code == 200
     (call,) = gw.store.get_calls(r.id)
     assert secret not in str(call.request) and "[REDACTED]" in call.request["messages"][0]["content"]
-    assert secret in bytes(t for t in call.prompt_token_ids if t < 256).decode()  # tokens stay exact
+    # no tokenizer for the fake engine's byte tokens: the arrays that held the secret are not stored
+    assert call.prompt_token_ids == [] and call.sampling["redacted"]["dropped"]
 
 
 def test_health_and_metrics(gw):

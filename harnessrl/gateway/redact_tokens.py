@@ -1,0 +1,311 @@
+"""Secrets in token IDs: a call's stored token arrays are scrubbed too, not only its text.
+
+Text redaction (``redact.py``) rewrites the stored request and response, but the call's prompt and
+completion token IDs would still decode to the secret with the model's own tokenizer. ``TokenRedactor``
+decodes each stored sequence (prompt + each choice's completion, then each on its own) with the served
+model's tokenizer, finds the tokens whose text overlaps a match -- widened to whole tokens, since a secret
+may start or end inside one -- and replaces them with one placeholder token (``*`` where the vocabulary has
+it). Lengths are kept, so logprobs, sample spans and token budgets stay aligned. Every stored array is
+decoded again afterwards; one that still matches (a tokenizer whose pieces do not add up) loses its token
+arrays altogether. The call's ``sampling["redacted"]`` records what was replaced (positions and counts,
+never text) so that training and the dashboard know which tokens are not what the model saw or sampled.
+
+Only calls whose text had a match are decoded (plus calls with no response text to check, and token-ID
+prompts): a clean call costs nothing here. Without a tokenizer (an engine whose tokenizer the gateway
+does not know) the token arrays of such a call are dropped: safe, but the call cannot be trained.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from harnessrl.gateway.redact import REPLACEMENT
+from harnessrl.store.base import NewCall
+from harnessrl.types import ChoiceTokens
+
+log = logging.getLogger(__name__)
+
+#: Decode/replace rounds before a call's token arrays are dropped instead.
+MAX_ROUNDS = 3
+#: Fields of a stored response (and its choices) that carry tokens: removed from a redacted call's record.
+TOKEN_FIELDS = ("logprobs", "token_ids", "prompt_token_ids", "prompt_logprobs")
+Span = tuple[int, int]
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's byte <-> printable character table (byte-level BPE token strings are written in it)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+    cs = list(bs)
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, (chr(c) for c in cs), strict=True))
+
+
+_UNICODE_TO_BYTE = {c: b for b, c in _bytes_to_unicode().items()}
+
+
+def _is_byte_level(tokenizer: Any) -> bool:
+    backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
+    decoder = getattr(backend, "decoder", None)
+    return type(decoder).__name__ == "ByteLevel"
+
+
+def placeholder_id(tokenizer: Any) -> int:
+    """The token that stands in for a secret's tokens: ``*`` when it is one token, else unk, else 0."""
+    try:
+        ids = tokenizer.encode("*", add_special_tokens=False)
+        if len(ids) == 1:
+            return int(ids[0])
+    except Exception:  # noqa: BLE001 - any tokenizer: fall back below
+        pass
+    unk = getattr(tokenizer, "unk_token_id", None)
+    return int(unk) if isinstance(unk, int) else 0
+
+
+@dataclass(slots=True)
+class _Arrays:
+    """The call's token arrays being scrubbed (copies: the gateway keeps the originals in memory)."""
+
+    prompt: list[int]
+    choices: list[list[int]]
+    prompt_spans: list[Span] = field(default_factory=list)
+    choice_spans: list[list[Span]] = field(default_factory=list)
+
+
+class TokenRedactor:
+    """Finds and replaces the tokens of secrets in a call's token arrays (see the module docstring)."""
+
+    def __init__(self, patterns: Sequence[str], tokenizer: Any = None) -> None:
+        joined = "|".join(f"(?:{p})" for p in patterns)
+        self._re = re.compile(joined) if patterns else None
+        self._re_bytes = re.compile(joined.encode()) if patterns else None
+        self.tokenizer = tokenizer
+        self.placeholder = placeholder_id(tokenizer) if tokenizer is not None else 0
+        self._byte_level = tokenizer is not None and _is_byte_level(tokenizer)
+
+    @property
+    def active(self) -> bool:
+        return self._re is not None
+
+    # -- the call -------------------------------------------------------------------------------------
+    def needs_scan(self, call: NewCall, text_hit: bool) -> bool:
+        """Whether the call's tokens must be decoded: its text held a secret, or there is no text to tell
+        (a completion cut short has tokens but no response; a completions prompt given as token IDs)."""
+        if self._re is None:
+            return False
+        if text_hit:
+            return True
+        if call.response is None and any(c.token_ids for c in call.choices):
+            return True
+        prompt = call.request.get("prompt") if isinstance(call.request, dict) else None
+        return isinstance(prompt, list) and any(not isinstance(p, str) for p in prompt)
+
+    def scrub(self, call: NewCall) -> dict[str, Any] | None:
+        """Replace the call's secret tokens in place of its arrays; returns the ``redacted`` marker
+        (None when nothing was found). The call's lists are replaced, never mutated."""
+        if not call.prompt_token_ids and not any(c.token_ids for c in call.choices):
+            return None
+        if self.tokenizer is None:
+            return self._drop(call, "no tokenizer for this engine's tokens: set [gateway.render] tokenizer")
+        arrays = _Arrays(list(call.prompt_token_ids), [list(c.token_ids) for c in call.choices],
+                         [], [[] for _ in call.choices])
+        try:
+            clean = self._scrub_arrays(arrays)
+        except Exception as exc:  # noqa: BLE001 - a tokenizer failure must not store the secret
+            log.warning("token redaction failed (%s: %s); the call's token arrays are not stored",
+                        type(exc).__name__, exc)
+            clean = False
+        if not clean:
+            return self._drop(call, "secret tokens could not be located")
+        n_prompt = _count(arrays.prompt_spans)
+        n_choices = [_count(s) for s in arrays.choice_spans]
+        if not n_prompt and not any(n_choices):
+            return None
+        call.prompt_token_ids = arrays.prompt
+        call.choices = [ChoiceTokens(ids, list(c.logprobs), c.finish_reason)
+                        for ids, c in zip(arrays.choices, call.choices, strict=True)]
+        self._scrub_json(call)
+        return {"tokens": n_prompt + sum(n_choices), "prompt": n_prompt, "completion": n_choices,
+                "prompt_spans": [list(s) for s in arrays.prompt_spans],
+                "completion_spans": [[list(s) for s in spans] for spans in arrays.choice_spans],
+                "placeholder": self.placeholder}
+
+    def _drop(self, call: NewCall, why: str) -> dict[str, Any]:
+        n_prompt = len(call.prompt_token_ids)
+        n_choices = [len(c.token_ids) for c in call.choices]
+        call.prompt_token_ids = []
+        call.choices = [ChoiceTokens([], [], c.finish_reason) for c in call.choices]
+        self._scrub_json(call)
+        return {"tokens": n_prompt + sum(n_choices), "prompt": n_prompt, "completion": n_choices,
+                "dropped": True, "why": why}
+
+    def _scrub_json(self, call: NewCall) -> None:
+        """Per-token data in the stored request/response (logprob token strings and bytes, token ID
+        lists) would spell the secret too: a redacted call keeps them only in its (scrubbed) arrays."""
+        if isinstance(call.response, dict):
+            resp = {k: v for k, v in call.response.items() if k not in TOKEN_FIELDS}
+            if isinstance(resp.get("choices"), list):
+                resp["choices"] = [{k: v for k, v in ch.items() if k not in TOKEN_FIELDS}
+                                   if isinstance(ch, dict) else ch for ch in resp["choices"]]
+            call.response = resp
+        if isinstance(call.request, dict) and isinstance(call.request.get("prompt"), list):
+            prompt = call.request["prompt"]
+            if any(not isinstance(p, str) for p in prompt):  # token IDs: never stored as sent
+                call.request = {**call.request, "prompt": REPLACEMENT}
+
+    # -- finding tokens -------------------------------------------------------------------------------
+    def _scrub_arrays(self, a: _Arrays) -> bool:
+        """Replace matches in every view of the arrays until a whole round finds none (True), or give up."""
+        for _ in range(MAX_ROUNDS):
+            found = False
+            views: list[tuple[int | None, bool]] = [(i, True) for i in range(len(a.choices))]
+            views += [(None, True)] + [(i, False) for i in range(len(a.choices))]
+            for choice, with_prompt in views:
+                ids = (a.prompt if with_prompt else []) + (a.choices[choice] if choice is not None else [])
+                spans = self.spans(ids)
+                if not spans:
+                    continue
+                found = True
+                offset = len(a.prompt) if with_prompt else 0
+                for s, e in spans:
+                    if with_prompt and s < offset:
+                        _replace(a.prompt, a.prompt_spans, s, min(e, offset), self.placeholder)
+                    if choice is not None and e > offset:
+                        _replace(a.choices[choice], a.choice_spans[choice], max(s - offset, 0), e - offset,
+                                 self.placeholder)
+            if not found:
+                return True
+        return False
+
+    def _decode(self, ids: Sequence[int], skip_special: bool = False) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special, clean_up_tokenization_spaces=False)
+
+    def spans(self, ids: Sequence[int]) -> list[Span]:
+        """Token spans ``[start, end)`` of ``ids`` whose text overlaps a match (empty when none does)."""
+        assert self._re is not None
+        if not ids:
+            return []
+        text = self._decode(ids)
+        matches = [(m.start(), m.end()) for m in self._re.finditer(text) if m.end() > m.start()]
+        if not matches:
+            special_free = self._decode(ids, skip_special=True)
+            if special_free != text and self._re.search(special_free):
+                return [(0, len(ids))]  # a match only once special tokens are skipped: rare, be blunt
+            return []
+        if self._byte_level:
+            spans = self._byte_spans(ids)
+            if spans:
+                return spans
+        return self._char_spans(ids, matches)
+
+    def _byte_spans(self, ids: Sequence[int]) -> list[Span]:
+        """Byte-level BPE: each token's exact bytes, searched with the patterns as bytes."""
+        assert self._re_bytes is not None
+        pieces = []
+        for tok in self.tokenizer.convert_ids_to_tokens(list(ids)):
+            tok = tok or ""
+            pieces.append(b"".join(bytes([_UNICODE_TO_BYTE[c]]) if c in _UNICODE_TO_BYTE else c.encode()
+                                   for c in tok))
+        ends, total = [], 0
+        for p in pieces:
+            total += len(p)
+            ends.append(total)
+        data = b"".join(pieces)
+        spans = []
+        for m in self._re_bytes.finditer(data):
+            if m.end() > m.start():
+                spans.append((bisect.bisect_right(ends, m.start()), bisect.bisect_left(ends, m.end()) + 1))
+        return spans
+
+    def _char_spans(self, ids: Sequence[int], matches: list[Span]) -> list[Span]:
+        """Any tokenizer: token boundaries found by decoding prefixes (binary search per match)."""
+        cache: dict[int, int] = {0: 0, len(ids): len(self._decode(ids))}
+
+        def plen(k: int) -> int:
+            if k not in cache:
+                cache[k] = len(self._decode(ids[:k]))
+            return cache[k]
+
+        spans = []
+        for start, end in matches:
+            lo, hi = 0, len(ids)  # the last k with plen(k) <= start: the token at k holds the match's start
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if plen(mid) <= start:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            first = min(lo, len(ids) - 1)
+            lo, hi = first + 1, len(ids)  # the first k with plen(k) >= end: tokens before k hold the end
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if plen(mid) >= end:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            spans.append((first, lo))
+        return spans
+
+
+def _replace(ids: list[int], spans: list[Span], start: int, end: int, placeholder: int) -> None:
+    if end <= start:
+        return
+    for i in range(start, min(end, len(ids))):
+        ids[i] = placeholder
+    spans.append((start, min(end, len(ids))))
+    spans.sort()
+    merged: list[Span] = []
+    for s, e in spans:
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], e))
+        else:
+            merged.append((s, e))
+    spans[:] = merged
+
+
+def _count(spans: list[Span]) -> int:
+    return sum(e - s for s, e in spans)
+
+
+def redacted_positions(marker: dict[str, Any] | None, choice: int | None) -> set[int]:
+    """Positions replaced in the prompt (``choice`` None) or in one choice's completion, from a marker."""
+    if not marker:
+        return set()
+    if choice is None:
+        spans = marker.get("prompt_spans") or []
+    else:
+        all_spans = marker.get("completion_spans") or []
+        spans = all_spans[choice] if choice < len(all_spans) else []
+    return {i for s, e in spans for i in range(int(s), int(e))}
+
+
+def token_redactor(config: Any, renderer: Any = None) -> TokenRedactor | None:
+    """The gateway's token redactor: the renderer's tokenizer (render_mode "gateway"), else the one
+    ``[gateway.render] tokenizer`` names when set (the stack sets it to the engine's model), else none
+    (token arrays of a call whose text held a secret are then dropped)."""
+    patterns = list(config.redact_patterns)
+    if not patterns:
+        return None
+    tokenizer = getattr(renderer, "tokenizer", None)
+    if tokenizer is None and "tokenizer" in config.render.model_fields_set:
+        spec = config.render.tokenizer
+        try:
+            from harnessrl.gateway.render.factory import load_tokenizer
+
+            tokenizer = load_tokenizer(spec)
+        except Exception as exc:  # noqa: BLE001 - no tokenizer: the safe fallback below
+            log.warning("no tokenizer %r for redacting secrets in token IDs (%s): a call whose text holds a "
+                        "secret is stored without its token arrays", spec, exc)
+    if tokenizer is None:
+        log.info("token redaction without a tokenizer: a call whose text holds a secret is stored without its "
+                 "token arrays (set [gateway.render] tokenizer to the engine's model to keep them, redacted)")
+    return TokenRedactor(patterns, tokenizer)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -30,22 +31,33 @@ def test_a_killed_build_leaves_nothing_and_the_next_one_succeeds(tmp_path):
 
 
 def test_concurrent_callers_build_once(tmp_path):
+    """Four callers released together by a barrier, while the first build is still running: one builds,
+    the others wait for it and get its folder (without the lock each would build, and fail to rename)."""
     final = tmp_path / "cache" / "models" / "m"
     calls = []
+    callers = threading.Barrier(4)
+    outcomes: list[object] = []
 
     def build(tmp):
         calls.append(1)
+        time.sleep(0.3)  # every other caller has passed the "already complete?" check by now
         (tmp / "w.bin").write_bytes(b"ok")
         return {}
 
-    threads = [
-        threading.Thread(target=build_once, args=(final, build), kwargs={"what": "t"}) for _ in range(4)
-    ]
+    def caller():
+        callers.wait(timeout=10)
+        try:
+            outcomes.append(build_once(final, build, what="t"))
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=caller) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
-        t.join()
-    assert len(calls) == 1 and (final / "w.bin").is_file()
+        t.join(timeout=30)
+    assert outcomes == [final] * 4
+    assert len(calls) == 1 and (final / "w.bin").read_bytes() == b"ok"
 
 
 def test_tiny_spec_is_cached_and_loads_offline():

@@ -19,10 +19,10 @@ from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.dialect import PINNABLE
 from harnessrl.gateway.errors import BadRequest, Forbidden, GatewayError, NotFoundError, Unauthorized
 from harnessrl.gateway.http import api_key, read_json
-from harnessrl.gateway.pause import PauseGate
+from harnessrl.gateway.policy_gate import PauseGate
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder
-from harnessrl.gateway.rollouts import RolloutRegistry, RolloutState, hash_key, new_api_key
+from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState, hash_key, new_api_key
 from harnessrl.store.base import IllegalTransition, NotFound, Store
 from harnessrl.types import Call, FailureKind, Rollout, RolloutStatus
 

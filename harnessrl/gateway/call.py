@@ -41,10 +41,10 @@ from harnessrl.gateway.errors import (
 )
 from harnessrl.gateway.fidelity import classify_prompt
 from harnessrl.gateway.http import api_key, read_json
-from harnessrl.gateway.pause import PauseGate
+from harnessrl.gateway.policy_gate import PauseGate
 from harnessrl.gateway.pool import STREAM_ERRORS, Engine, EnginePool
 from harnessrl.gateway.recorder import Recorder
-from harnessrl.gateway.rollouts import RolloutRegistry, RolloutState
+from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState
 from harnessrl.gateway.stream import StreamAccumulator, sse_data
 from harnessrl.gateway.upstream import UpstreamResponse
 from harnessrl.store.base import BudgetExceeded, NewCall, RolloutClosed

@@ -32,7 +32,10 @@ import httpx
 
 from harnessrl.config import HarnessConfig
 from harnessrl.rewards import close_rollout, score_attempt
+from harnessrl.rewards.judge import Judge, JudgeSetupError, Verdict, make_judge
+from harnessrl.rewards.score import RewardOutcome, finish_judged
 from harnessrl.runners import Runner, make_attempt_spec, make_runner
+from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.stack import Stack
 from harnessrl.store import AlreadyExists, Store, StoreError
 from harnessrl.tasks import LoadedTask
@@ -121,12 +124,19 @@ class Controller:
         self.on_finished: Callable[[Rollout], None] | None = None
         #: Per step: groups launched, informative, extra (dynamic sampling) and attempts, as counts.
         self.step_stats: dict[int, Counter[str]] = {}
+        #: ``[rewards.judge]``: the run's judge, and (group mode) attempts scored but not yet judged.
+        self.judge: Judge | None = None
+        self._pending: dict[str, tuple[AttemptSpec, AttemptResult, RewardOutcome]] = {}
 
     # -- plumbing -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Controller:
         self.runner = make_runner(self.config.runner, self.config.run_dir / self.config.runner.workdir_root,
                                   run_id=self.run_id, hide=self._hidden_from_attempts())
         self.admin = AdminClient(self.stack.gateway_url, self.stack.admin_token)
+        judge = self.config.rewards.judge
+        if judge is not None:
+            self.judge = make_judge(judge, self.store, policy_urls=self.stack.gateway.gateway.config.engines,
+                                    base_dir=self.config.base_dir)
         return self
 
     def _hidden_from_attempts(self) -> list[Path]:
@@ -145,6 +155,8 @@ class Controller:
             await self.runner.aclose()
         if self.admin is not None:
             await self.admin.close()
+        if self.judge is not None:
+            await self.judge.aclose()
 
     def _event(self, kind: str, **data: Any) -> None:
         with self.events.open("a") as f:
@@ -152,8 +164,10 @@ class Controller:
 
     # -- one attempt ----------------------------------------------------------------------------------
     async def attempt(self, lt: LoadedTask, *, group_id: str, step: int | None, split: TaskSplit,
-                      sampling: dict[str, Any] | None) -> Rollout:
-        """Create a rollout, run the harness, score it, close it. Never raises for harness behaviour."""
+                      sampling: dict[str, Any] | None, defer_judge: bool = False) -> Rollout:
+        """Create a rollout, run the harness, score it, close it. Never raises for harness behaviour.
+
+        ``defer_judge`` (a group-mode judge): the rollout stays ``running`` until ``_judge_pending``."""
         assert self.admin is not None
         metadata: dict[str, Any] = {"split": split.value}
         if sampling:
@@ -161,9 +175,11 @@ class Controller:
         created = await self.admin.create_rollout(
             task_id=lt.task.id, input=lt.task.input, group_id=group_id, run_id=self.run_id, step=step,
             metadata=metadata)
-        return await self._run_and_score(lt, created["rollout_id"], created["api_key"], attach=False)
+        return await self._run_and_score(lt, created["rollout_id"], created["api_key"], attach=False,
+                                         defer_judge=defer_judge)
 
-    async def _run_and_score(self, lt: LoadedTask, rid: str, api_key: str, *, attach: bool) -> Rollout:
+    async def _run_and_score(self, lt: LoadedTask, rid: str, api_key: str, *, attach: bool,
+                             defer_judge: bool = False) -> Rollout:
         """Run (or, ``attach``: re-attach to a still running Kubernetes Job) one attempt, score, close it."""
         assert self.runner is not None
         try:
@@ -176,7 +192,12 @@ class Controller:
                 self.store.transition_rollout(rid, RolloutStatus.RUNNING, runner_handle=handle)
 
             result = await self.runner.run(spec, on_start=None if attach else on_start)
-            outcome = await score_attempt(spec, result, self.store, self.config.rewards)
+            outcome = await score_attempt(spec, result, self.store, self.config.rewards, judge=self.judge,
+                                          defer_judge=defer_judge and self._group_judge)
+            if outcome.pending is not None:  # judged with its group, then closed (_judge_pending)
+                self._pending[rid] = (spec, result, outcome)
+                await self.runner.release(result)
+                return self.store.get_rollout(rid)
             rollout = await asyncio.to_thread(close_rollout, self.store, result, outcome)
             await self.runner.release(result)
         except asyncio.CancelledError:  # Ctrl-C or shutdown: the runner stopped the harness; say so now
@@ -189,6 +210,47 @@ class Controller:
         if self.on_finished is not None:
             self.on_finished(rollout)
         return rollout
+
+    @property
+    def _group_judge(self) -> bool:
+        return self.judge is not None and self.judge.config.mode == "group"
+
+    async def _judge_pending(self, rollouts: list[Rollout]) -> list[Rollout]:
+        """Group mode: judge a group's scored attempts in one call, finish and close them; returns the
+        group without those the judge could not score (infra failures of the judge, not re-run: running the
+        harness again does not mend a judge)."""
+        pending = [self._pending.pop(r.id) for r in rollouts if r.id in self._pending]
+        if not pending:
+            return rollouts
+        assert self.judge is not None
+        try:
+            items = [await asyncio.to_thread(self.judge.item, spec, result, self.store) for spec, result, _ in pending]
+            verdicts = await self.judge.judge(items)
+        except asyncio.CancelledError:
+            for spec, _, _ in pending:
+                with contextlib.suppress(Exception):
+                    self._fail_infra(spec.rollout_id, "controller interrupted while the judge scored this attempt")
+            raise
+        except Exception as exc:  # a bug or a setup problem (no rubric): the judge failed, not the agents
+            if not isinstance(exc, JudgeSetupError):
+                log.exception("judging group %s failed in the controller", rollouts[0].group_id)
+            verdicts = [Verdict(None, None, f"{type(exc).__name__}: {exc}") for _ in pending]
+        closed: dict[str, Rollout] = {}
+        for (spec, result, outcome), verdict in zip(pending, verdicts, strict=True):
+            try:
+                final = finish_judged(outcome, verdict, self.store, self.config.rewards)
+                closed[spec.rollout_id] = await asyncio.to_thread(close_rollout, self.store, result, final)
+            except Exception as exc:
+                log.exception("closing judged attempt %s failed", spec.rollout_id)
+                closed[spec.rollout_id] = self._fail_infra(spec.rollout_id, f"controller error: {exc}")
+            if self.on_finished is not None:
+                self.on_finished(closed[spec.rollout_id])
+        out = [closed.get(r.id, r) for r in rollouts]
+        dropped = [r for r in out if r.failure_kind == FailureKind.INFRA]
+        if dropped:
+            log.warning("group %s: the judge could not score %d attempts (%s)", rollouts[0].group_id, len(dropped),
+                        dropped[-1].error)
+        return [r for r in out if r.failure_kind != FailureKind.INFRA]
 
     def _fail_infra(self, rid: str, reason: str) -> Rollout:
         rollout = self.store.get_rollout(rid)
@@ -227,14 +289,15 @@ class Controller:
         async def group(lt: LoadedTask) -> list[Rollout]:
             gid = f"{self.run_id}:step{step}:{lt.task.id}"
             done = [self.store.get_rollout(r.id) for r in existing if r.group_id == gid and r.id not in attachable]
-            done += await asyncio.gather(*(self._run_and_score(lt, r.id, "(re-attached)", attach=True)
+            done += await asyncio.gather(*(self._run_and_score(lt, r.id, "(re-attached)", attach=True,
+                                                               defer_judge=True)
                                            for r in existing if r.group_id == gid and r.id in attachable))
             good = [r for r in done if r.failure_kind != FailureKind.INFRA and r.status != RolloutStatus.CANCELLED]
             retries = len(done) - len(good)
             while len(good) < run.attempts_per_task:
                 need = run.attempts_per_task - len(good)
                 new = await asyncio.gather(*(self.attempt(lt, group_id=gid, step=step, split=TaskSplit.TRAIN,
-                                                          sampling=sampling) for _ in range(need)))
+                                                          sampling=sampling, defer_judge=True) for _ in range(need)))
                 good += [r for r in new if r.failure_kind != FailureKind.INFRA]
                 retries += sum(r.failure_kind == FailureKind.INFRA for r in new)
                 if len(good) < run.attempts_per_task and retries > run.max_retries * run.attempts_per_task:
@@ -242,7 +305,7 @@ class Controller:
                     log.warning("group %s: %d infra failures, giving up on it this step (last: %s)", gid,
                                 retries, failed[-1].error if failed else "?")
                     break
-            return good
+            return await self._judge_pending(good)
 
         base = self.step_tasks(step)
         groups = list(await asyncio.gather(*(group(lt) for lt in base)))

@@ -16,11 +16,11 @@ from harnessrl.types import FINAL_REWARD, Reward
 #: Written by scoring on a rollout whose harness posts are recorded only (0.0).
 POSTED = "posted"
 #: Names only harnessrl's scoring writes; a harness posting one of them is ignored by scoring.
-SCORING_NAMES = frozenset({FINAL_REWARD, "verifier", "exit_code", "tamper", POSTED})
+SCORING_NAMES = frozenset({FINAL_REWARD, "verifier", "judge", "exit_code", "tamper", POSTED})
 
 
 def posts_are_trained(policy: str, has_verifier: bool) -> bool:
-    """``auto``: trained unless a verifier decides; ``train``/``record``: as said."""
+    """``auto``: trained unless a verifier (or a judge) decides; ``train``/``record``: as said."""
     return policy == "train" or (policy == "auto" and not has_verifier)
 
 

@@ -12,6 +12,10 @@ Order of decisions (first match wins):
    harness's posts are already in the store), then combined per ``combine`` into ``final``. A
    verifier failure makes the rollout ``infra`` (no ``final``) unless ``verifier_failure_reward`` is set.
    With a verifier the harness's posts take no part unless ``posted = "train"`` (``posted.py``).
+5. With a judge (``[rewards.judge]``, ``judge.py``) its score is one more source, ``judge``. In group mode
+   the controller scores the attempts of a group first with ``defer_judge`` (the outcome comes back
+   ``pending``), then judges them together and finishes each with ``finish_judged``. A judge that gave no
+   valid score makes the rollout ``infra``: the judge failed, not the agent.
 
 Readers (trainer, dashboard) take the last reward named ``final``; the other names explain it. The
 rollout should be written while still ``running`` and closed afterwards with the outcome's status.
@@ -22,11 +26,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.rewards.guards import find_tampering, symlinks_in_the_way
+from harnessrl.rewards.judge import JUDGE, Judge, JudgeSetupError, Verdict
 from harnessrl.rewards.posted import POSTED, SCORING_NAMES, posts_are_trained
 from harnessrl.rewards.serving import serving_failure
 from harnessrl.rewards.verifier import VerifierError, run_verifier
@@ -63,6 +68,8 @@ class RewardOutcome:
     components: Mapping[str, float] = field(default_factory=dict)
     tampered: tuple[str, ...] = ()
     verifier_output: str | None = None
+    #: Set when the judge's score is still to come (``defer_judge``): the sources ``final`` combines.
+    pending: tuple[str, ...] | None = None
 
 
 def harness_reward(store: Store, rollout_id: str, names: list[str] | None) -> float | None:
@@ -77,9 +84,16 @@ def harness_reward(store: Store, rollout_id: str, names: list[str] | None) -> fl
 
 
 async def score_attempt(
-    spec: AttemptSpec, result: AttemptResult, store: Store, config: RewardConfig
+    spec: AttemptSpec, result: AttemptResult, store: Store, config: RewardConfig, *,
+    judge: Judge | None = None, defer_judge: bool = False,
 ) -> RewardOutcome:
-    """Score one finished attempt, write its rewards, and say how to close the rollout."""
+    """Score one finished attempt, write its rewards, and say how to close the rollout.
+
+    With ``[rewards.judge]`` pass the run's ``judge``; ``defer_judge`` returns a ``pending`` outcome (no
+    ``final`` yet) for ``finish_judged`` once the group's attempts are judged together.
+    """
+    if config.judge is not None and judge is None:
+        raise ValueError("[rewards.judge] is configured: score_attempt needs the run's Judge (make_judge)")
     rid = spec.rollout_id
     base = {
         "rollout_id": rid,
@@ -103,7 +117,7 @@ async def score_attempt(
         return finish(None, status=status, failure_kind=FailureKind.INFRA, reason=served)
     if result.workdir is None:
         # The attempt ran elsewhere (a Kubernetes pod): there is no local workspace to check or verify.
-        return await _score_remote(spec, result, store, config, finish)
+        return await _score_remote(spec, result, store, config, finish, judge, defer_judge)
 
     if not result.workdir.is_dir():  # wrecking the workspace must not turn a 0 into "no reward"
         store.add_reward(rid, 0.0, TAMPER)
@@ -151,7 +165,8 @@ async def score_attempt(
         return finish(config.timed_out_reward)
 
     command = spec.assets.verifier or config.verifier
-    components, enabled = _harness_and_exit_code(spec, result, store, config, verifier=bool(command))
+    components, enabled = _harness_and_exit_code(spec, result, store, config,
+                                                 verifier=bool(command) or config.judge is not None)
     verifier_output = None
     if command:
         enabled.append(VERIFIER)
@@ -172,6 +187,10 @@ async def score_attempt(
             base["reason"] = f"verifier failed: {exc}"
         store.add_reward(rid, components[VERIFIER], VERIFIER)
 
+    if config.judge is not None:
+        pending = RewardOutcome(**{**base, "value": None, "components": components,  # type: ignore[arg-type]
+                                   "verifier_output": verifier_output, "pending": (*enabled, JUDGE)})
+        return await _judge_now(spec, result, store, config, pending, judge, defer_judge)
     value, missing = _combine(config, enabled, components)
     if value is None:
         return finish(
@@ -185,6 +204,43 @@ async def score_attempt(
     if missing and base["reason"] is None:
         base["reason"] = missing
     return finish(value, components=components, verifier_output=verifier_output)
+
+
+async def _judge_now(spec: AttemptSpec, result: AttemptResult, store: Store, config: RewardConfig,
+                     pending: RewardOutcome, judge: Judge | None, defer: bool) -> RewardOutcome:
+    """Return the pending outcome (``defer``), or judge this attempt alone and finish it."""
+    if defer:
+        return pending
+    assert judge is not None
+    try:
+        item = await asyncio.to_thread(judge.item, spec, result, store)
+    except JudgeSetupError as exc:  # no rubric for this task: the judge cannot work, the agent did nothing wrong
+        return finish_judged(pending, Verdict(None, None, str(exc)), store, config)
+    (verdict,) = await judge.judge([item])
+    return finish_judged(pending, verdict, store, config)
+
+
+def finish_judged(outcome: RewardOutcome, verdict: Verdict, store: Store, config: RewardConfig) -> RewardOutcome:
+    """Complete a ``pending`` outcome with the judge's verdict: record ``judge`` and ``final``.
+
+    No valid score (the judge failed after its retries): the rollout is an infra failure, no reward.
+    """
+    assert outcome.pending is not None, "finish_judged takes the outcome of a deferred judge"
+    done = {"pending": None}
+    if verdict.score is None:
+        logger.warning("rollout %s: %s (infra failure of the judge)", outcome.rollout_id, verdict.error)
+        status = RolloutStatus.TIMED_OUT if outcome.status is RolloutStatus.TIMED_OUT else RolloutStatus.FAILED
+        return replace(outcome, status=status, failure_kind=FailureKind.INFRA, reason=f"judge failed: {verdict.error}",
+                       **done)  # type: ignore[arg-type]
+    components = {**outcome.components, JUDGE: verdict.score}
+    store.add_reward(outcome.rollout_id, verdict.score, JUDGE)
+    value, missing = _combine(config, list(outcome.pending), components)
+    if value is None:
+        return replace(outcome, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=missing,
+                       components=components, **done)  # type: ignore[arg-type]
+    store.add_reward(outcome.rollout_id, value, FINAL)
+    reason = outcome.reason if outcome.reason is not None or not missing else missing
+    return replace(outcome, value=value, reason=reason, components=components, **done)  # type: ignore[arg-type]
 
 
 def _harness_and_exit_code(spec: AttemptSpec, result: AttemptResult, store: Store,
@@ -217,14 +273,19 @@ def _harness_and_exit_code(spec: AttemptSpec, result: AttemptResult, store: Stor
 
 
 async def _score_remote(spec: AttemptSpec, result: AttemptResult, store: Store, config: RewardConfig,
-                        finish: Any) -> RewardOutcome:
-    """Rewards of an attempt whose workspace is not on this machine: harness posts and exit code only."""
+                        finish: Any, judge: Judge | None, defer: bool) -> RewardOutcome:
+    """Rewards of an attempt whose workspace is not on this machine: harness posts, exit code, and the
+    judge (it reads the recorded transcript, not the workspace)."""
     if spec.assets.verifier or config.verifier:
         return finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA,
                       reason="a verifier command runs in a local workspace, and this attempt ran remotely "
                              "(Kubernetes): run the verifier inside the pod and post its reward to "
                              "HARNESSRL_REWARD_URL, or use exit-code rewards")
-    components, enabled = _harness_and_exit_code(spec, result, store, config)
+    components, enabled = _harness_and_exit_code(spec, result, store, config, verifier=config.judge is not None)
+    if config.judge is not None:
+        pending = RewardOutcome(spec.rollout_id, None, result.status, result.failure_kind, result.reason,
+                                components=components, pending=(*enabled, JUDGE))
+        return await _judge_now(spec, result, store, config, pending, judge, defer)
     value, missing = _combine(config, enabled, components)
     if value is None:
         return finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=missing,
@@ -250,9 +311,16 @@ def _combine(
     """(final value, note about a missing source). Value None only if ``missing_reward`` is None."""
     mode = config.combine
     if mode == "auto":
-        order = [s for s in (VERIFIER, HARNESS, EXIT_CODE) if s in enabled]
+        order = [s for s in (VERIFIER, JUDGE, HARNESS, EXIT_CODE) if s in enabled]
         mode = next((s for s in order if s in components), order[0] if order else HARNESS)
-    if mode in (VERIFIER, HARNESS, EXIT_CODE):
+    if mode == "weighted":
+        absent = [s for s in config.weights if s not in components]
+        if absent and config.missing_reward is None:
+            return None, f"no {', '.join(absent)} reward for the weighted sum"
+        total = sum(w * components.get(s, config.missing_reward or 0.0) for s, w in config.weights.items())
+        note = f"no {', '.join(absent)} reward; counted as {config.missing_reward}" if absent else None
+        return float(total), note
+    if mode in (VERIFIER, JUDGE, HARNESS, EXIT_CODE):
         if mode in components and mode in enabled:
             return components[mode], None
         if mode == HARNESS and HARNESS in components:

@@ -23,11 +23,10 @@ from typing import Any, Literal
 
 import orjson
 
-from harnessrl.gateway.config import DEFAULT_REDACTIONS
-from harnessrl.gateway.redact import Redactor
+from harnessrl.gateway.redact import redactor_for
 from harnessrl.store import NotFound, Store
 from harnessrl.training.samples import build_samples
-from harnessrl.types import Rollout, RolloutStatus, Run
+from harnessrl.types import Rollout, RolloutStatus
 from harnessrl.ui.summary import main_reward
 from harnessrl.ui.views import sample_config
 
@@ -51,18 +50,6 @@ def _schema() -> Any:
         ("token_ids", pa.list_(pa.int64())), ("loss_mask", pa.list_(pa.int8())),
         ("behaviour_logprobs", pa.list_(pa.float32())), ("request", pa.string()), ("response", pa.string()),
     ])
-
-
-def redactor_for(runs: Sequence[Run], extra: Sequence[str] = ()) -> Redactor:
-    """The gateway's default patterns, every run's configured ones, and ``extra``."""
-    patterns = list(DEFAULT_REDACTIONS)
-    for run in runs:
-        gw = run.config.get("gateway") if isinstance(run.config, dict) else None
-        for p in (gw or {}).get("redact_patterns") or []:
-            if isinstance(p, str) and p not in patterns:
-                patterns.append(p)
-    patterns += [p for p in extra if p not in patterns]
-    return Redactor(patterns)
 
 
 def _rollouts(store: Store, run_id: str | None, status: RolloutStatus | None) -> Iterator[Rollout]:

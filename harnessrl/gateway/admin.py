@@ -22,6 +22,7 @@ from harnessrl.gateway.http import api_key, read_json
 from harnessrl.gateway.policy_gate import PauseGate
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder
+from harnessrl.gateway.redact import Redactor, redact_rollout
 from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState, hash_key, new_api_key
 from harnessrl.store.base import IllegalTransition, NotFound, Store
 from harnessrl.types import Call, FailureKind, Rollout, RolloutStatus
@@ -47,8 +48,9 @@ def json_response(obj: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(obj), status_code=status, media_type="application/json")
 
 
-def rollout_json(r: Rollout) -> dict[str, Any]:
-    return asdict(r)
+def rollout_json(r: Rollout, redactor: Redactor | None = None) -> dict[str, Any]:
+    """The rollout as JSON, with secrets out of what its harness and runner wrote (input, logs, error)."""
+    return asdict(redact_rollout(r, redactor) if redactor is not None else r)
 
 
 def call_json(c: Call) -> dict[str, Any]:
@@ -61,6 +63,7 @@ def call_json(c: Call) -> dict[str, Any]:
 class AdminApi:
     def __init__(self, gw: GatewayParts) -> None:
         self.gw = gw
+        self.redact = Redactor(gw.config.redact_patterns)
 
     def _check(self, request: Request) -> None:
         key = api_key(request)
@@ -116,7 +119,7 @@ class AdminApi:
         )
         self.gw.registry.add(RolloutState(id=rollout.id, key_hash=hash_key(key), sampling=dict(sampling)))
         base = self.gw.public_url(request)
-        out = rollout_json(rollout)
+        out = rollout_json(rollout, self.redact)
         out.update(rollout_id=rollout.id, api_key=key, base_url=f"{base}/r/{rollout.id}/v1",
                    anthropic_base_url=f"{base}/r/{rollout.id}")
         return json_response(out, 201)
@@ -132,7 +135,7 @@ class AdminApi:
             raise BadRequest(f"bad query parameter: {exc}") from None
         rows = await asyncio.to_thread(self.gw.store.list_rollouts, run_id=q.get("run_id"), status=status,
                                        step=step, limit=limit + 1, offset=offset)
-        return json_response({"data": [rollout_json(r) for r in rows[:limit]], "limit": limit,
+        return json_response({"data": [rollout_json(r, self.redact) for r in rows[:limit]], "limit": limit,
                               "offset": offset, "has_more": len(rows) > limit})
 
     async def get_rollout(self, request: Request) -> Response:
@@ -140,7 +143,7 @@ class AdminApi:
         store = self.gw.store
 
         def read() -> dict[str, Any]:
-            out = rollout_json(store.get_rollout(rid))
+            out = rollout_json(store.get_rollout(rid), self.redact)
             out["calls"] = [call_json(c) for c in store.get_calls(rid)]
             out["rewards"] = [asdict(r) for r in store.get_rewards(rid)]
             return out
@@ -162,7 +165,7 @@ class AdminApi:
         if rollout.status.terminal:
             self.gw.registry.mark_closed(rid)
             self.gw.pool.forget(rid)
-        return json_response(rollout_json(rollout))
+        return json_response(rollout_json(rollout, self.redact))
 
     # -- weight updates -------------------------------------------------------------------------------
     async def pause(self, request: Request) -> Response:

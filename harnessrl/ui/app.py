@@ -21,6 +21,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from harnessrl.store import NotFound, Store
+from harnessrl.training.samples import redacted_positions
 from harnessrl.types import FailureKind, RolloutStatus
 from harnessrl.ui import summary, views
 from harnessrl.ui.auth import VIEWER, TokenGate
@@ -124,9 +125,12 @@ class Dashboard:
         decode = self.tokenizers.decoder(v.run.config if v.run else None)
         prompt = call.prompt_token_ids
         cut = max(0, len(prompt) - MAX_TOKENS_SHOWN)
-        prompt_cells = token_cells(prompt[cut:], None, 0, decode)
+        hidden = redacted_positions(call, None)
+        prompt_cells = token_cells(prompt[cut:], None, 0, decode, {i - cut for i in hidden if i >= cut})
+        s = training.sample
+        span = s.call_spans[s.call_indices.index(call.index)] if s is not None else (0, 0)
         completion_cells = token_cells(call.completion_token_ids, call.completion_logprobs,
-                                       training.trained_tokens, decode)
+                                       span[1] - span[0], decode, redacted_positions(call, 0))
         # Viewers see tokens as text; the raw IDs only when they ask (?ids=1). Operators always.
         show_ids = getattr(request.state, "harnessrl_role", None) != VIEWER or request.query_params.get("ids") == "1"
         return self.render(

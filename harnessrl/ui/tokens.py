@@ -3,6 +3,8 @@
 Token text comes from the run's tokenizer (``engine.model`` of the run's config, loaded offline once per
 model spec); without one the view shows token IDs. A completion token is *trained* when the rollout's
 samples (``build_samples``) put it under loss mask 1; prompt tokens are always context for that call.
+Tokens the gateway replaced because they spelled a secret (``sampling["redacted"]``) read ``[REDACTED]``
+(once per run of them) and are never trained.
 """
 
 from __future__ import annotations
@@ -10,13 +12,14 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 Decoder = Callable[[Sequence[int]], list[str]]
+REDACTED_TEXT = "[REDACTED]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +39,17 @@ class TokenCell:
 
 
 def token_cells(ids: Sequence[int], logprobs: Sequence[float] | None, trained: int,
-                decode: Decoder | None) -> list[TokenCell]:
-    """Cells for ``ids``; the first ``trained`` of them are under loss mask 1."""
+                decode: Decoder | None, redacted: Set[int] = frozenset()) -> list[TokenCell]:
+    """Cells for ``ids``; the first ``trained`` of them are under loss mask 1, except ``redacted`` ones
+    (placeholders of a secret: shown as ``[REDACTED]``, never trained)."""
     texts = decode(ids) if decode is not None else [f"[{i}]" for i in ids]
     out = []
     for k, tid in enumerate(ids):
         lp = float(logprobs[k]) if logprobs is not None and k < len(logprobs) else None
+        if k in redacted:
+            text = "" if k - 1 in redacted else REDACTED_TEXT
+            out.append(TokenCell(int(tid), text, False, lp))
+            continue
         out.append(TokenCell(int(tid), texts[k], k < trained, lp))
     return out
 

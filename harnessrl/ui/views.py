@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from harnessrl.gateway.redact import redact_rollout, redactor_for
 from harnessrl.store import NotFound, Store
 from harnessrl.training.config import SampleConfig, TrainingConfig
 from harnessrl.training.samples import SampleSet, build_samples
@@ -42,15 +43,23 @@ def call_training(call: Call, samples: SampleSet) -> CallTraining:
             note = f"sample {i} ({s.fidelity.value})"
             if n < len(call.completion_token_ids):
                 note += f"; truncated to {n} of {len(call.completion_token_ids)} tokens (max_sequence_length)"
-            return CallTraining(i, s, n, note)
+            trained = sum(s.loss_mask[start:end])
+            if trained < n:
+                note += f"; {n - trained} tokens of a secret redacted, not trained"
+            return CallTraining(i, s, trained, note)
+    marker = call.sampling.get("redacted")
     if call.purged_at is not None:
         why = "not trained: purged by retention"
+    elif isinstance(marker, dict) and marker.get("dropped"):
+        why = "not trained: its text held a secret and its token arrays were not stored"
     elif call.status != CallStatus.OK:
         why = f"not trained: call status {call.status.value}"
     elif not call.completion_token_ids:
         why = "not trained: no completion token IDs"
     elif len(call.completion_logprobs) != len(call.completion_token_ids):
         why = "not trained: logprobs do not match the completion tokens"
+    elif marker:
+        why = "not trained: its tokens held a secret (training.samples.redacted, or nothing else was sampled)"
     else:
         why = "not trained: its sample exceeded max_sequence_length and was dropped"
     return CallTraining(None, None, 0, why)
@@ -78,6 +87,7 @@ def _run_or_none(store: Store, run_id: str | None) -> Run | None:
 def rollout_view(store: Store, rollout_id: str) -> RolloutView:
     r = store.get_rollout(rollout_id)
     run = _run_or_none(store, r.run_id)
+    r = redact_rollout(r, redactor_for([run] if run else []))  # what the harness and runner wrote
     calls = store.get_calls(rollout_id)
     samples = build_samples(calls, r.group_id, sample_config(run), rollout_id=r.id)
     return RolloutView(r, run, calls, store.get_rewards(rollout_id), samples, duration_s(r))

@@ -11,7 +11,7 @@ must not move its score. The guard, in the order the judge reads it:
 3. The rubric and the answer format come after the transcripts, so the last instructions the judge
    reads are harnessrl's, not the agent's.
 
-``tests/unit/rewards/test_judge_injection.py`` shows a judge that obeys injected text is moved by an
+``tests/integration/judge/test_judge_injection.py`` shows a judge that obeys injected text is moved by an
 unguarded prompt and not by this one.
 """
 

@@ -5,7 +5,6 @@ concurrency limit, and the combination with a verifier."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,30 +16,11 @@ from harnessrl.rewards.config import JudgeConfig
 from harnessrl.rewards.judge import Judge, JudgeItem
 from harnessrl.rewards.score import finish_judged
 from harnessrl.runners import AttemptResult, AttemptSpec, TaskAssets
-from harnessrl.store import NewCall, Store, open_store
+from harnessrl.store import NewCall, Store
 from harnessrl.types import ApiKind, CallStatus, ChoiceTokens, FailureKind, RolloutStatus
 
 RUBRIC = "Reference answer: Shalo\nThe answer must be the capital's name."
 TASK = {"question": "What is the capital of Quivenzan?"}
-
-
-@pytest.fixture
-def judge_server() -> Iterator[EngineServer]:
-    srv = EngineServer(ScriptedJudge()).start()  # type: ignore[arg-type]
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def scripted(judge_server: EngineServer) -> ScriptedJudge:
-    return judge_server.engine  # type: ignore[return-value]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    s = open_store(f"sqlite:///{tmp_path}/store.db")
-    yield s
-    s.close()
 
 
 def record_attempt(store: Store, tmp_path: Path, answer: str, group: str = "g1",

@@ -9,14 +9,14 @@ import random
 import pytest
 import torch
 
-from harnessrl.training.train_batch import TrainBatch
-from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.checkpoint import CheckpointError
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.losses import token_weights
-from harnessrl.training.publish import FolderPublisher, InProcessPublisher
+from harnessrl.training.micro_batches import make_micro_batches
+from harnessrl.training.train_batch import TrainBatch
 from harnessrl.training.trainer import Trainer
+from harnessrl.weights.publish import FolderPublisher, InProcessPublisher
 
 from ._helpers import VOCAB, make_sample, tiny_llama
 
@@ -225,11 +225,17 @@ def test_mini_batches_take_one_update_per_part_of_whole_rollouts():
 
 
 def test_several_updates_with_truncated_is_fix_the_old_policy_before_the_first():
-    """With tis_cap the ratio of a later update is against the pre-step trainer, so it moves off 1."""
+    """With tis_cap the ratio of every update is against the trainer as it was before the step's first one.
+
+    A tiny clip range makes that visible: the first update's ratio is exactly 1 (nothing moved yet), so it
+    clips nothing; the second update's tokens moved with the first update, so against the pre-step policy
+    most are clipped. Old logprobs re-taken before each update would give a ratio of 1 there too.
+    """
     batch = _batch(tiny_llama())
-    one = Trainer(tiny_llama(), _cfg(tis_cap=2.0, clip_eps=10.0)).step(batch)
-    two = Trainer(tiny_llama(), _cfg(tis_cap=2.0, clip_eps=10.0, ppo_epochs=2)).step(batch)
+    one = Trainer(tiny_llama(), _cfg(tis_cap=2.0, clip_eps=1e-4)).step(batch)
+    two = Trainer(tiny_llama(), _cfg(tis_cap=2.0, clip_eps=1e-4, ppo_epochs=2)).step(batch)
     assert one["updates"] == 1 and two["updates"] == 2
     assert math.isfinite(two["loss"])
-    # the first update of both is identical; the second update's loss reflects the moved policy
-    assert two["loss"] != pytest.approx(one["loss"], abs=1e-7)
+    assert one["clip_fraction"] == 0.0  # an update against the policy it starts from clips nothing
+    # clip_fraction is over both updates' tokens: the first contributes 0, so > 0.25 means most of the second
+    assert two["clip_fraction"] > 0.25, two["clip_fraction"]

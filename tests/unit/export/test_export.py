@@ -65,21 +65,40 @@ def test_records_are_the_training_samples(store: Store) -> None:
         list(sample_records(store, run_id="nope"))
 
 
+# What the export must hold, written out by hand (not derived from ``sample_records``): each sample's last
+# call with the default pattern (SECRET) and run-1's own pattern (CUSTOM) replaced, nothing else touched.
+MERGED = ([1, 2, 3, 4, 5, 6, 7], [0, 0, 0, 1, 1, 0, 1], [0.0, 0.0, 0.0, -0.25, -0.5, 0.0, -0.25])
+REWRITTEN = ([9, 9, 8, 8, 8], [0, 0, 1, 1, 1], [0.0, 0.0, -0.25, -0.5, -0.75])
+SECOND_REQUEST = '{"messages":[{"role":"user","content":"second, after [REDACTED] [REDACTED]"}]}'
+SECOND_RESPONSE = ('{"choices":[{"message":{"role":"assistant",'
+                   '"content":"reply second, after [REDACTED] [REDACTED]"}}]}')
+REWRITTEN_REQUEST = '{"messages":[{"role":"user","content":"rewritten"}]}'
+REWRITTEN_RESPONSE = '{"choices":[{"message":{"role":"assistant","content":"reply rewritten"}}]}'
+
+
+def _rows(ds) -> list[tuple]:
+    return [(r["rollout_id"], r["token_ids"], r["loss_mask"], [round(x, 6) for x in r["behaviour_logprobs"]],
+             r["request"], r["response"]) for r in ds]
+
+
 def test_parquet_loads_with_datasets_and_is_redacted(store: Store, tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets")
     out = tmp_path / "samples.parquet"
     n = export(store, out, "parquet", batch_rows=2)  # several row groups
     ds = datasets.load_dataset("parquet", data_files=str(out), split="train")
     assert n == len(ds) == 5
-    expected = list(sample_records(store))
-    assert list(ds["rollout_id"]) == [r["rollout_id"] for r in expected]
-    assert list(ds["token_ids"]) == [r["token_ids"] for r in expected]
-    assert list(ds["loss_mask"]) == [r["loss_mask"] for r in expected]
-    assert list(ds["behaviour_logprobs"]) == [pytest.approx(r["behaviour_logprobs"]) for r in expected]
+    second = (SECOND_REQUEST, SECOND_RESPONSE)
+    assert _rows(ds) == [("r0", *MERGED, *second), ("r1", *MERGED, *second),
+                         ("r1", *REWRITTEN, REWRITTEN_REQUEST, REWRITTEN_RESPONSE),
+                         ("r2", *MERGED, *second),
+                         ("r3", *MERGED, *second)]  # run-2's rows too: an export of all runs takes every pattern
     assert ds[0]["rewards"] == [{"name": "final", "value": 0.0, "call_index": None}]
-    text = " ".join(list(ds["request"]) + [x or "" for x in ds["response"]])
-    assert SECRET not in text and CUSTOM not in text and "[REDACTED]" in text
-    assert json.loads(ds[0]["request"])["messages"][0]["content"].startswith("second")  # the sample's last call
+    # One run alone: still that run's own pattern, not only the defaults.
+    one = tmp_path / "run-1.parquet"
+    assert export(store, one, "parquet", run_id="run-1") == 4
+    ds1 = datasets.load_dataset("parquet", data_files=str(one), split="train")
+    assert [(r["rollout_id"], r["request"], r["response"]) for r in ds1] == [
+        ("r0", *second), ("r1", *second), ("r1", REWRITTEN_REQUEST, REWRITTEN_RESPONSE), ("r2", *second)]
 
 
 def test_jsonl_via_the_cli_with_an_extra_pattern(store: Store, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

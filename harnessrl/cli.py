@@ -266,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harnessrl.purge import add_parser as add_purge_parser  # retention: docs/retention.md
 
     add_purge_parser(sub)
+    from harnessrl.rewards.judge_check import add_parser as add_judge_check_parser  # docs/judges.md
+
+    add_judge_check_parser(sub)
     return ap
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from harnessrl.types import Call, CallStatus
 from harnessrl.ui.conversation import Turn, request_turns, response_turns
@@ -63,8 +64,22 @@ def _line(role: str, text: str) -> str:
 
 def render_transcript(calls: Sequence[Call], stdout: str = "", *, max_transcript_chars: int = 12000,
                       max_turn_chars: int = 3000, include_stdout: bool = True) -> str:
-    """The transcript as JSON lines, truncated by the rule in this module's docstring."""
-    lines = [_line(t.role, _cut(t.text, max_turn_chars)) for t in conversation_turns(calls)]
+    """A rollout's transcript as JSON lines, truncated by the rule in this module's docstring."""
+    return render_turns(conversation_turns(calls), stdout if include_stdout else "",
+                        max_transcript_chars=max_transcript_chars, max_turn_chars=max_turn_chars)
+
+
+def render_messages(messages: Sequence[dict[str, Any]], *, max_transcript_chars: int = 12000,
+                    max_turn_chars: int = 3000) -> str:
+    """A chat transcript given as messages (``judge-check``'s labelled answers), rendered the same way."""
+    return render_turns(request_turns({"messages": list(messages)}), "", max_transcript_chars=max_transcript_chars,
+                        max_turn_chars=max_turn_chars)
+
+
+def render_turns(turns: Sequence[Turn], stdout: str = "", *, max_transcript_chars: int = 12000,
+                 max_turn_chars: int = 3000) -> str:
+    """Turns (and a stdout tail, if any) as JSON lines, truncated by the rule in this module's docstring."""
+    lines = [_line(t.role, _cut(t.text, max_turn_chars)) for t in turns]
     total = sum(len(x) + 1 for x in lines)
     if total > max_transcript_chars and len(lines) > 1:
         head: list[str] = [lines[0]]
@@ -84,7 +99,7 @@ def render_transcript(calls: Sequence[Call], stdout: str = "", *, max_transcript
         if dropped:
             gap = sum(len(x) + 1 for x in dropped)
             lines = [*head, json.dumps({"omitted": f"{len(dropped)} turns, {gap} characters"}), *tail]
-    if include_stdout and stdout.strip():
+    if stdout.strip():
         tail_text = stdout.strip()[-(max_turn_chars // 2):]
         lines.append(_line("harness stdout (tail)", tail_text))
     return "\n".join(lines) if lines else _line("note", "the attempt made no model call and printed nothing")

@@ -1,0 +1,246 @@
+"""``harnessrl judge-check CONFIG``: does the configured judge agree with people? Measure before training.
+
+A model grader has biases of its own, and RL will find them. This command scores a labelled set (a JSONL
+of tasks with answers people marked good or bad) with exactly the judge ``[rewards.judge]`` configures,
+and prints:
+
+- **accuracy**: the share of answers whose score is on the same side of ``--threshold`` as the label;
+- **Spearman** rank correlation between scores and labels (ties get average ranks);
+- **position bias** (group mode): every group is judged again in ``--shuffles`` shuffled orders; the mean
+  change of an answer's score when only its place changed, how often the best-scored answer changed, and
+  the mean score at the first and at the last place. An unbiased judge moves nothing.
+
+Labelled JSONL, one answer per line; lines with the same ``task_id`` form a group (in file order)::
+
+    {"task_id": "atlas-000", "input": {"question": "..."}, "rubric": "...", "answer": "Shalo", "label": 1}
+
+``rubric`` may be left out (the config's is used); ``answer`` is the attempt's final answer, or give
+``messages`` (a chat transcript, OpenAI shape) instead. ``label`` is a number in [0, 1] (good = 1).
+Nothing is written to a store; the cache lives for this command only, so a shuffled order is paid for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harnessrl.rewards.judge import Judge, JudgeItem, Verdict
+from harnessrl.rewards.judge_transcript import render_messages
+
+
+@dataclass(frozen=True, slots=True)
+class Labelled:
+    task_id: str
+    item: JudgeItem
+    label: float
+
+
+@dataclass
+class CheckReport:
+    """The agreement figures; ``None`` where a figure cannot be computed (too few scored answers)."""
+
+    answers: int
+    scored: int
+    accuracy: float | None
+    spearman: float | None
+    mode: str
+    model: str
+    shuffles: int = 0
+    position_shift: float | None = None
+    top_changed: float | None = None
+    mean_first: float | None = None
+    mean_last: float | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        def f(x: float | None, pct: bool = False) -> str:
+            return "n/a" if x is None else (f"{100 * x:.1f}%" if pct else f"{x:.3f}")
+
+        out = [f"judge {self.model} ({self.mode}) on {self.answers} labelled answers: {self.scored} scored"
+               + (f", {len(self.errors)} without a valid score" if self.errors else ""),
+               f"accuracy: {f(self.accuracy, pct=True)}", f"spearman: {f(self.spearman)}"]
+        if self.shuffles:
+            out.append(f"position bias over {self.shuffles} shuffled orders: mean |score change| "
+                       f"{f(self.position_shift)}, best answer changed in {f(self.top_changed, pct=True)} of groups, "
+                       f"mean score first place {f(self.mean_first)} vs last place {f(self.mean_last)}")
+        elif self.mode == "pointwise":
+            out.append("position bias: n/a (pointwise: each answer is judged alone)")
+        out += [f"  error: {e}" for e in self.errors[:5]]
+        return out
+
+
+def ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing the average of their ranks."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    out = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            out[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return out
+
+
+def spearman(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Spearman's rho (Pearson on average ranks); None when either side is constant or too short."""
+    if len(xs) < 2:
+        return None
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
+    sxx, syy = sum((a - mx) ** 2 for a in rx), sum((b - my) ** 2 for b in ry)
+    return None if sxx == 0 or syy == 0 else sxy / (sxx * syy) ** 0.5
+
+
+def load_labelled(path: Path, default_rubric: str | None, **limits: Any) -> list[Labelled]:
+    """The labelled answers; ``limits`` are the transcript's (``render_messages``), as in a run."""
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            task_input = rec.get("input") or {}
+            messages = rec.get("messages") or [
+                {"role": "user", "content": str(task_input.get("question") or json.dumps(task_input))},
+                {"role": "assistant", "content": str(rec["answer"])}]
+            rubric = rec.get("rubric") or default_rubric
+            if not rubric:
+                raise ValueError("no rubric: give the line a 'rubric' or set [rewards.judge] rubric")
+            label = float(rec["label"])
+            if not 0.0 <= label <= 1.0:
+                raise ValueError(f"label {label} is outside [0, 1]")
+            out.append(Labelled(str(rec["task_id"]), JudgeItem(task_input, rubric, render_messages(messages, **limits)),
+                                label))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise SystemExit(f"{path}:{n}: {type(exc).__name__}: {exc} (see `harnessrl judge-check --help`)") from None
+    if not out:
+        raise SystemExit(f"{path} has no labelled answers")
+    return out
+
+
+def _groups(rows: Sequence[Labelled]) -> list[list[int]]:
+    by_task: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_task.setdefault(row.task_id, []).append(i)
+    return list(by_task.values())
+
+
+async def check(judge: Judge, rows: Sequence[Labelled], *, shuffles: int = 2, threshold: float = 0.5,
+                seed: int = 0) -> CheckReport:
+    """Score ``rows`` with ``judge`` and compute the agreement figures."""
+    groups = _groups(rows)
+    verdicts: dict[int, Verdict] = {}
+    if judge.config.mode == "group":
+        answered = await asyncio.gather(*(judge.judge([rows[i].item for i in g]) for g in groups))
+        for g, vs in zip(groups, answered, strict=True):
+            verdicts.update(zip(g, vs, strict=True))
+    else:
+        verdicts.update(enumerate(await judge.judge([r.item for r in rows])))
+    scored = [i for i in range(len(rows)) if verdicts[i].score is not None]
+    scores = [float(verdicts[i].score or 0.0) for i in scored]
+    labels = [rows[i].label for i in scored]
+    agree = [(s >= threshold) == (lab >= threshold) for s, lab in zip(scores, labels, strict=True)]
+    report = CheckReport(
+        answers=len(rows), scored=len(scored), accuracy=statistics.fmean(agree) if agree else None,
+        spearman=spearman(scores, labels), mode=judge.config.mode, model=await judge.model(),
+        errors=[str(verdicts[i].error) for i in range(len(rows)) if verdicts[i].score is None])
+    if judge.config.mode == "group" and shuffles > 0:
+        await _position_bias(judge, rows, groups, verdicts, shuffles, seed, report)
+    return report
+
+
+async def _position_bias(judge: Judge, rows: Sequence[Labelled], groups: list[list[int]],
+                         base: dict[int, Verdict], shuffles: int, seed: int, report: CheckReport) -> None:
+    rng = random.Random(seed)
+    orders = []
+    for g in groups:
+        if len(g) < 2:
+            continue
+        for _ in range(shuffles):
+            order = g[:]
+            while order == g:  # a different order, so the answer's place is all that changed
+                rng.shuffle(order)
+            orders.append((g, order))
+    answered = await asyncio.gather(*(judge.judge([rows[i].item for i in order]) for _, order in orders))
+    shifts, first, last, changed = [], [], [], []
+    for (g, order), vs in zip(orders, answered, strict=True):
+        got = {i: v.score for i, v in zip(order, vs, strict=True)}
+        if any(s is None for s in got.values()) or any(base[i].score is None for i in g):
+            continue
+        shifts += [abs(float(got[i] or 0) - float(base[i].score or 0)) for i in g]
+        first.append(float(got[order[0]] or 0))
+        last.append(float(got[order[-1]] or 0))
+        tops = [{i for i in ids if score[i] == max(score[i] for i in ids)}
+                for ids, score in ((g, {i: float(base[i].score or 0) for i in g}), (order, {i: float(got[i] or 0)
+                                                                                           for i in order}))]
+        changed.append(tops[0] != tops[1])
+    report.shuffles = shuffles
+    report.position_shift = statistics.fmean(shifts) if shifts else None
+    report.top_changed = statistics.fmean(changed) if changed else None
+    report.mean_first = statistics.fmean(first) if first else None
+    report.mean_last = statistics.fmean(last) if last else None
+
+
+def add_parser(sub: Any) -> None:
+    """``harnessrl judge-check`` on the CLI's subparsers."""
+    p = sub.add_parser("judge-check", help="score a labelled set with the configured judge: accuracy, Spearman, "
+                       "position bias", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("config", help="TOML config with a [rewards.judge] section")
+    p.add_argument("--labelled", help="labelled JSONL (default: labelled.jsonl beside the config)")
+    p.add_argument("--url", help="judge endpoint, overriding [rewards.judge] url")
+    p.add_argument("--shuffles", type=int, default=2, help="shuffled orders per group for the position check")
+    p.add_argument("--threshold", type=float, default=0.5, help="score (and label) at or above which an answer is good")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON object instead")
+    p.set_defaults(func=cmd_judge_check)
+
+
+def cmd_judge_check(args: argparse.Namespace) -> int:
+    from harnessrl.config import ConfigError, load_config
+    from harnessrl.rewards.judge_client import JudgeSetupError
+
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
+    jc = config.rewards.judge
+    if jc is None:
+        raise SystemExit(f"{args.config} has no [rewards.judge] section to check")
+    if args.url:
+        jc = jc.model_copy(update={"url": args.url})
+    if jc.url == "policy":
+        raise SystemExit('judge-check needs a judge endpoint: [rewards.judge] url = "policy" is the run\'s own '
+                         "engine, which only exists during a run; pass --url http://HOST:PORT/v1")
+    labelled = Path(args.labelled) if args.labelled else Path(args.config).resolve().parent / "labelled.jsonl"
+    if not labelled.is_file():
+        raise SystemExit(f"labelled set not found: {labelled} (pass --labelled FILE.jsonl)")
+
+    async def run() -> CheckReport:
+        judge = Judge(jc.model_copy(update={"cache": True}), url=jc.url, store=None, base_dir=config.base_dir)
+        try:
+            rows = load_labelled(labelled, judge.rubric, max_transcript_chars=jc.max_transcript_chars,
+                                 max_turn_chars=jc.max_turn_chars)
+            return await check(judge, rows, shuffles=args.shuffles, threshold=args.threshold,
+                               seed=config.run.seed)
+        finally:
+            await judge.aclose()
+
+    try:
+        report = asyncio.run(run())
+    except JudgeSetupError as exc:
+        raise SystemExit(f"harnessrl judge-check: {exc}") from None
+    if args.json:
+        print(json.dumps({k: v for k, v in vars(report).items()}))
+    else:
+        print("\n".join(report.lines()))
+    return 0

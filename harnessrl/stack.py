@@ -86,7 +86,7 @@ class Stack:
             if checkpoint is not None:
                 trainer.load_checkpoint(checkpoint)
                 if engine is not None and trainer.policy_version > 0:
-                    from harnessrl.training.publish import trainable_update
+                    from harnessrl.weights.publish import trainable_update
 
                     engine.update_weights(**trainable_update(trainer.model), version=trainer.policy_version)
                 log.info("loaded checkpoint %s (step %d, policy version %d)", checkpoint, trainer.step_count,

@@ -25,7 +25,7 @@ import httpx
 import torch
 
 from harnessrl.engines.vllm import VllmEngine, VllmError
-from harnessrl.training.publish import FolderPublisher
+from harnessrl.weights.publish import FolderPublisher
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from harnessrl.engines.vllm import VllmEngine
 from harnessrl.engines.vllm_publish import VllmLoraPublisher, VllmReloadPublisher
-from harnessrl.training.publish import FolderPublisher
+from harnessrl.weights.publish import FolderPublisher
 
 if TYPE_CHECKING:
     from harnessrl.config import HarnessConfig

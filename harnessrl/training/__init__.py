@@ -12,7 +12,7 @@ from harnessrl.training.advantages import AdvantageResult, RolloutRecord, comput
 from harnessrl.training.train_batch import TrainBatch, batch_from_store, prepare_batch
 from harnessrl.training.config import LoraConfig, SampleConfig, TrainingConfig
 from harnessrl.training.losses import policy_loss, token_weights
-from harnessrl.training.publish import FolderPublisher, InProcessPublisher, Publisher, WeightReceiver
+from harnessrl.weights.publish import FolderPublisher, InProcessPublisher, Publisher, WeightReceiver
 from harnessrl.training.samples import SampleSet, build_samples
 from harnessrl.training.trainer import Trainer
 

@@ -23,7 +23,7 @@ import torch.distributed as dist
 from harnessrl.models.tiny import tiny_model
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.fsdp_parallel import DistContext, DistributedError
-from harnessrl.training.publish import FolderPublisher
+from harnessrl.weights.publish import FolderPublisher
 from harnessrl.training.trainer import Trainer
 
 __all__ = ["DistContext", "DistributedError", "fixed_batch", "main", "one_step"]

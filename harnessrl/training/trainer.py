@@ -34,7 +34,7 @@ from harnessrl.training.losses import policy_loss, token_weights
 from harnessrl.training.memory import peak_rss_bytes, trainer_allocations
 from harnessrl.training.metrics import MetricsWriter
 from harnessrl.training.ppo_minibatches import split_by_rollout
-from harnessrl.training.publish import Publisher
+from harnessrl.weights.publish import Publisher
 from harnessrl.training.trackers import open_trackers
 from harnessrl.types import Sample
 

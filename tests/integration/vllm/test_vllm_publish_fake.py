@@ -21,7 +21,7 @@ from harnessrl.engines.vllm_publish import GatewayLink, VllmLoraPublisher, VllmR
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer
 from harnessrl.models.tiny import tiny_model
 from harnessrl.store import Store, open_store
-from harnessrl.training.publish import FolderPublisher
+from harnessrl.weights.publish import FolderPublisher
 
 TOKEN = "admin-secret"
 

@@ -24,7 +24,7 @@ from harnessrl.engines.vllm import VllmEngine, vllm_python
 from harnessrl.engines.vllm_publish import GatewayLink, VllmLoraPublisher, VllmReloadPublisher
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer
 from harnessrl.store import Store, open_store
-from harnessrl.training.publish import FolderPublisher
+from harnessrl.weights.publish import FolderPublisher
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "admin-secret"

@@ -11,7 +11,7 @@ from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.losses import token_weights
-from harnessrl.training.publish import InProcessPublisher
+from harnessrl.weights.publish import InProcessPublisher
 from harnessrl.training.samples import build_samples
 from harnessrl.training.trainer import Trainer
 from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens

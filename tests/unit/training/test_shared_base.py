@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from harnessrl.training.config import LoraConfig, TrainingConfig
-from harnessrl.training.publish import InProcessPublisher
+from harnessrl.weights.publish import InProcessPublisher
 from harnessrl.training.shared_base import can_share, share_frozen_base
 from harnessrl.training.trainer import Trainer
 

@@ -158,16 +158,3 @@ def test_sglang_lists_what_is_missing() -> None:
         check_sglang(cfg, train=True, probe=False)
     msg = str(info.value)
     assert "engine.urls" in msg and "load_lora_adapter" in msg and "render_mode" in msg
-
-
-def test_sglang_probe_accepts_an_engine_that_returns_token_ids() -> None:
-    server, _ = start_fake_vllm()  # speaks the same completions dialect SGLang's return_token_ids does
-    try:
-        cfg = HarnessConfig.model_validate({"engine": {"kind": "sglang", "urls": [server.url]},
-                                            "gateway": {"render_mode": "gateway"}})
-        check_sglang(cfg, train=False)
-        with pytest.raises(SglangNotSupported, match="cannot reach"):
-            check_sglang(cfg.model_copy(update={"engine": cfg.engine.model_copy(
-                update={"urls": ["http://127.0.0.1:9/v1"]})}), train=False)
-    finally:
-        server.stop()

@@ -19,7 +19,6 @@ import json
 import logging
 import math
 import random
-import shutil
 import statistics
 import time
 from collections import Counter
@@ -37,9 +36,11 @@ from harnessrl.rewards.score import RewardOutcome, finish_judged
 from harnessrl.runners import Runner, make_attempt_spec, make_runner
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.stack import Stack
-from harnessrl.store import AlreadyExists, Store, StoreError
+from harnessrl.store import Store, StoreError
 from harnessrl.tasks import LoadedTask
 from harnessrl.types import FINAL_REWARD, FailureKind, Rollout, RolloutStatus, TaskSplit
+from harnessrl.weights.checkpoints import save_checkpoint_atomic
+from harnessrl.weights.versions import record_policy_version
 
 log = logging.getLogger(__name__)
 
@@ -417,7 +418,7 @@ class Controller:
         finally:
             await self.admin.resume()
         ckpt = await asyncio.to_thread(save_checkpoint_atomic, trainer, self.config.run_dir, step)
-        record_policy_version(self.store, version, ckpt, self.run_id, step)
+        record_policy_version(self.store, version, ckpt, run_id=self.run_id, step=step)
         t3 = time.perf_counter()
         rewards = [v for v in (rollout_reward(self.store, r.id) for r in rollouts) if v is not None]
         all_rollouts = self._rollouts_of(step)
@@ -453,28 +454,3 @@ class Controller:
         stale_groups = {r.group_id for r in rollouts if trainer_version - r.policy_version > limit}
         kept = [r for r in rollouts if r.group_id not in stale_groups]
         return kept, len(rollouts) - len(kept)
-
-
-def save_checkpoint_atomic(trainer: Any, run_dir: Path, step: int) -> Path:
-    """Write ``checkpoints/step_N`` via a temporary folder and one rename: a step is trained iff it exists."""
-    final = run_dir / "checkpoints" / f"step_{step:06d}"
-    tmp = final.with_name(final.name + ".tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    trainer.save_checkpoint(tmp)
-    tmp.rename(final)
-    return final
-
-
-def record_policy_version(store: Store, version: int, checkpoint: Path, run_id: str, step: int) -> None:
-    """Record a published version; idempotent, because a resumed run re-publishes its last checkpoint."""
-    try:
-        store.add_policy_version(version, str(checkpoint), run_id=run_id, metadata={"step": step})
-    except AlreadyExists:
-        pass
-
-
-
-def checkpoint_step(checkpoint: Path | None) -> int:
-    """The step a checkpoint folder (``step_N``) holds; 0 for none (the trained-step watermark on resume)."""
-    return int(checkpoint.name.removeprefix("step_")) if checkpoint is not None else 0

@@ -32,14 +32,16 @@ from rich.progress import (
 )
 
 from harnessrl.config import HarnessConfig
-from harnessrl.controller import Controller, EvalResult, StepFailed, checkpoint_step, record_policy_version
+from harnessrl.controller import Controller, EvalResult, StepFailed
 from harnessrl.runners.env import base_env
 from harnessrl.runners.preflight import CommandNotFound, check_command
-from harnessrl.stack import Stack, latest_checkpoint
+from harnessrl.stack import Stack
 from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
 from harnessrl.training.memory import tune_allocator
 from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
+from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint
+from harnessrl.weights.versions import record_policy_version
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +180,7 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
         bar: _ProgressBar | None = None
         try:
             if ckpt is not None:
-                record_policy_version(store, stack.trainer.policy_version, ckpt, run_id, done)
+                record_policy_version(store, stack.trainer.policy_version, ckpt, run_id=run_id, step=done)
             async with Controller(config, stack, run_id, tasks) as ctl:
                 baseline = _baseline_from_events(run_dir)
                 if console.is_terminal:

@@ -20,15 +20,6 @@ from harnessrl.store import Store
 log = logging.getLogger(__name__)
 
 
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest complete checkpoint folder of a run (``checkpoints/step_NNNNNN``), if any."""
-    root = run_dir / "checkpoints"
-    if not root.is_dir():
-        return None
-    done = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
-    return done[-1] if done else None
-
-
 @dataclass
 class Stack:
     config: HarnessConfig

@@ -26,6 +26,7 @@ from harnessrl.gateway.redact import Redactor, redact_rollout
 from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState, hash_key, new_api_key
 from harnessrl.store.base import IllegalTransition, NotFound, Store
 from harnessrl.types import Call, FailureKind, Rollout, RolloutStatus
+from harnessrl.weights.versions import record_policy_version
 
 
 class GatewayParts(Protocol):
@@ -112,7 +113,7 @@ class AdminApi:
         key = new_api_key()
         rollout = await asyncio.to_thread(
             self.gw.store.create_rollout,
-            task_id=body["task_id"], input=body.get("input") or {}, group_id=body["group_id"],
+            task_id=body["task_id"], input=self.redact(body.get("input") or {}), group_id=body["group_id"],
             api_key_hash=hash_key(key), policy_version=self.gw.gate.policy_version,
             run_id=body.get("run_id"), step=body.get("step"), metadata=metadata,
             rollout_id=body.get("rollout_id"),
@@ -160,6 +161,9 @@ class AdminApi:
             raise BadRequest(f"{exc}; status is one of {[s.value for s in RolloutStatus]}, "
                              f"failure_kind one of {[k.value for k in FailureKind]}") from None
         kwargs = {k: body[k] for k in ("error", "exit_code", "logs", "runner_handle") if k in body}
+        for k in ("error", "logs"):  # what the harness printed or failed with is stored redacted
+            if isinstance(kwargs.get(k), str):
+                kwargs[k] = self.redact(kwargs[k])
         rollout = await asyncio.to_thread(self.gw.store.transition_rollout, rid, status, failure_kind=kind,
                                           **kwargs)
         if rollout.status.terminal:
@@ -194,8 +198,8 @@ class AdminApi:
             await self.gw.pool.check_health()
         self.gw.gate.policy_version = version
         if body.get("record"):
-            await asyncio.to_thread(self.gw.store.add_policy_version, version, body.get("checkpoint_path"),
-                                    body.get("run_id"), body.get("metadata"))
+            await asyncio.to_thread(record_policy_version, self.gw.store, version, body.get("checkpoint_path"),
+                                    run_id=body.get("run_id"), metadata=body.get("metadata"))
         return json_response({"policy_version": version})
 
     async def status(self, request: Request) -> Response:

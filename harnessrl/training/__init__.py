@@ -9,12 +9,12 @@ The controller's path through this package::
 """
 
 from harnessrl.training.advantages import AdvantageResult, RolloutRecord, compute_advantages, group_advantages
-from harnessrl.training.train_batch import TrainBatch, batch_from_store, prepare_batch
 from harnessrl.training.config import LoraConfig, SampleConfig, TrainingConfig
 from harnessrl.training.losses import policy_loss, token_weights
-from harnessrl.weights.publish import FolderPublisher, InProcessPublisher, Publisher, WeightReceiver
 from harnessrl.training.samples import SampleSet, build_samples
+from harnessrl.training.train_batch import TrainBatch, batch_from_store, prepare_batch
 from harnessrl.training.trainer import Trainer
+from harnessrl.weights.publish import FolderPublisher, InProcessPublisher, Publisher, WeightReceiver
 
 __all__ = [
     "AdvantageResult",

@@ -23,8 +23,8 @@ import torch.distributed as dist
 from harnessrl.models.tiny import tiny_model
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.fsdp_parallel import DistContext, DistributedError
-from harnessrl.weights.publish import FolderPublisher
 from harnessrl.training.trainer import Trainer
+from harnessrl.weights.publish import FolderPublisher
 
 __all__ = ["DistContext", "DistributedError", "fixed_batch", "main", "one_step"]
 
@@ -36,8 +36,8 @@ def fixed_batch(model: torch.nn.Module, vocab: int, n: int = 8, seed: int = 0) -
     """A deterministic batch of ``n`` samples (4 groups of 2 rollouts) with on-policy behaviour logprobs."""
     import random
 
-    from harnessrl.training.micro_batches import make_micro_batches
     from harnessrl.training.forward import token_logprobs
+    from harnessrl.training.micro_batches import make_micro_batches
     from harnessrl.types import Sample, SampleFidelity
 
     rng = random.Random(seed)

@@ -25,18 +25,20 @@ import torch
 from harnessrl.store.base import Store
 from harnessrl.training import checkpoint as ckpt
 from harnessrl.training.attention import FLASH, VARLEN, register_varlen_attention
-from harnessrl.training.train_batch import TrainBatch
-from harnessrl.training.micro_batches import MicroBatch, make_micro_batches
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.fsdp_parallel import DistContext, is_dummy
 from harnessrl.training.losses import policy_loss, token_weights
 from harnessrl.training.memory import peak_rss_bytes, trainer_allocations
 from harnessrl.training.metrics import MetricsWriter
+from harnessrl.training.micro_batches import MicroBatch, make_micro_batches
 from harnessrl.training.ppo_minibatches import split_by_rollout
-from harnessrl.weights.publish import Publisher
 from harnessrl.training.trackers import open_trackers
+from harnessrl.training.train_batch import TrainBatch
 from harnessrl.types import Sample
+from harnessrl.weights.checkpoints import checkpoint_dir
+from harnessrl.weights.publish import Publisher
+from harnessrl.weights.versions import record_policy_version
 
 logger = logging.getLogger(__name__)
 
@@ -309,8 +311,7 @@ class Trainer:
             if self.publisher is not None and self.dist.is_main:
                 path = self.publisher.publish(full, version)
         if self.store is not None and self.dist.is_main:
-            self.store.add_policy_version(version, path, run_id=self.run_id,
-                                          metadata={"step": self.step_count})
+            record_policy_version(self.store, version, path, run_id=self.run_id, step=self.step_count)
         self.policy_version = version
         return version
 
@@ -318,7 +319,7 @@ class Trainer:
         if path is None:
             if self.run_dir is None:
                 raise ValueError("save_checkpoint needs a path when the trainer has no run_dir")
-            path = self.run_dir / "checkpoints" / f"step_{self.step_count:06d}"
+            path = checkpoint_dir(self.run_dir, self.step_count)
         state = {"step": self.step_count, "policy_version": self.policy_version,
                  "config": self.config.model_dump(mode="json")}
         if not self.dist.enabled:

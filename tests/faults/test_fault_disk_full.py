@@ -18,11 +18,10 @@ from fakes.fake_engine import EngineServer, FakeEngine
 from faultkit import fill
 from safetensors import SafetensorError
 
-from harnessrl.controller import save_checkpoint_atomic
-from harnessrl.stack import latest_checkpoint
 from harnessrl.store import open_store
 from harnessrl.training import checkpoint as ckpt
 from harnessrl.types import CallStatus
+from harnessrl.weights.checkpoints import latest_checkpoint, save_checkpoint_atomic
 
 
 def chat(r: dict, text: str, stream: bool = False) -> httpx.Response:

@@ -126,8 +126,8 @@ def train_one_step(store: Store, rollouts: list[Rollout], tmp: Path) -> dict[str
     """Samples and advantages from the recorded group, then one LoRA step of the tiny model on them (the
     scripted engine's token ids are all below the tiny vocabulary's 476); returns the step's metrics."""
     from harnessrl.models.tiny import tiny_model
-    from harnessrl.training.train_batch import batch_from_store
     from harnessrl.training.config import LoraConfig, TrainingConfig
+    from harnessrl.training.train_batch import batch_from_store
     from harnessrl.training.trainer import Trainer
 
     config = TrainingConfig(lr=1e-3, device="cpu", lora=LoraConfig(r=4, alpha=8))

@@ -19,8 +19,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from harnessrl.training.fsdp_smoke import one_step
 from harnessrl.training.fsdp_parallel import DistContext, dummy_micro_batch, is_dummy
+from harnessrl.training.fsdp_smoke import one_step
 
 VARIANTS = ("full", "lora", "ppo")
 PUBLISHED = {"full": "model.safetensors", "lora": "adapter_model.safetensors", "ppo": "adapter_model.safetensors"}

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from harnessrl.rewards.posted import posts_are_trained, trained_rewards
-from harnessrl.training.train_batch import prepare_batch
 from harnessrl.training.config import TrainingConfig
+from harnessrl.training.train_batch import prepare_batch
 from harnessrl.types import Reward, Rollout, RolloutStatus
 
 

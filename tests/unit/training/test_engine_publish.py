@@ -7,14 +7,14 @@ import copy
 import pytest
 import torch
 
-from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.losses import token_weights
-from harnessrl.weights.publish import InProcessPublisher
+from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.samples import build_samples
 from harnessrl.training.trainer import Trainer
 from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens
+from harnessrl.weights.publish import InProcessPublisher
 
 embedded = pytest.importorskip("harnessrl.engines.embedded")
 tiny = pytest.importorskip("harnessrl.models.tiny")

@@ -6,9 +6,9 @@ import random
 
 import torch
 
-from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.losses import token_weights
+from harnessrl.training.micro_batches import make_micro_batches
 
 from ._helpers import VOCAB, make_sample
 

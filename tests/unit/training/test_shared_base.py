@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from harnessrl.training.config import LoraConfig, TrainingConfig
-from harnessrl.weights.publish import InProcessPublisher
 from harnessrl.training.shared_base import can_share, share_frozen_base
 from harnessrl.training.trainer import Trainer
+from harnessrl.weights.publish import InProcessPublisher
 
 embedded = pytest.importorskip("harnessrl.engines.embedded")
 tiny = pytest.importorskip("harnessrl.models.tiny")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harnessrl.store import NewCall, open_store
-from harnessrl.training.train_batch import batch_from_store
 from harnessrl.training.config import TrainingConfig
+from harnessrl.training.train_batch import batch_from_store
 from harnessrl.types import ApiKind, CallStatus, ChoiceTokens, FailureKind, RolloutStatus, SampleFidelity
 
 pytest.importorskip("harnessrl.store.sqlite")

@@ -10,9 +10,9 @@ import torch
 
 from harnessrl.engines.embedded import EmbeddedEngine, SamplingParams
 from harnessrl.models import tiny_model
-from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.losses import token_weights
+from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.samples import build_samples
 from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens
 

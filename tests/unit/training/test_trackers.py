@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from harnessrl.training.train_batch import TrainBatch
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.trackers import TrackerError, scalars
+from harnessrl.training.train_batch import TrainBatch
 from harnessrl.training.trainer import Trainer
 
 from ._helpers import make_sample, tiny_llama

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harnessrl.engines.config import EngineConfig
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.rewards.config import RewardConfig
-from harnessrl.runners.config import RunnerConfig
+from harnessrl.runners.config import NO_LOCAL_VERIFIER_ON_KUBERNETES, RunnerConfig
 from harnessrl.training.config import TrainingConfig
 
 
@@ -129,6 +129,14 @@ class HarnessConfig(BaseModel):
             self.engine.seed = self.run.seed
         if "seed" not in self.training.model_fields_set:
             self.training.seed = self.run.seed
+        return self
+
+    @model_validator(mode="after")
+    def _verifier_runs_where_the_workspace_is(self) -> HarnessConfig:
+        """Refused at start: accepted, this config would fail every attempt as infra once scored."""
+        if self.runner.kind == "kubernetes" and self.rewards.verifier:
+            raise ValueError(f"[rewards] verifier cannot be used with Kubernetes attempts: "
+                             f"{NO_LOCAL_VERIFIER_ON_KUBERNETES}")
         return self
 
     def resolve(self, path: str | None) -> Path | None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from harnessrl.config import HarnessConfig, TasksConfig
 from harnessrl.runners import TaskAssets
+from harnessrl.runners.config import NO_LOCAL_VERIFIER_ON_KUBERNETES
 from harnessrl.types import Task, TaskSplit
 
 
@@ -94,5 +95,8 @@ def load_tasks(config: HarnessConfig, run_id: str) -> dict[TaskSplit, list[Loade
                 assets = TaskAssets.from_record(record, base or config.base_dir)
             except ValueError as exc:
                 raise TaskLoadError(f"{split.value} task {task.id!r}: {exc}") from None
+            if assets.verifier and config.runner.kind == "kubernetes":
+                raise TaskLoadError(f"{split.value} task {task.id!r} names a 'verifier': "
+                                    f"{NO_LOCAL_VERIFIER_ON_KUBERNETES}")
             out[split].append(LoadedTask(task, assets))
     return out

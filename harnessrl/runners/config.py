@@ -37,6 +37,16 @@ DEFAULT_ATTEMPT_ENV: dict[str, str] = {
 }
 
 
+#: Why a verifier command cannot score a Kubernetes attempt, and what to do instead (said at start).
+NO_LOCAL_VERIFIER_ON_KUBERNETES = (
+    "a verifier command runs on the controller's machine in the attempt's workspace, and with [runner] "
+    "kind = \"kubernetes\" that workspace stays in the pod, so every attempt would end as an infra "
+    "failure. Run the verifier in the pod after the harness and post its reward to HARNESSRL_REWARD_URL "
+    "(e.g. [runner] command = [\"sh\", \"-c\", \"/app/agent.sh; python /app/verify.py\"]), or score by "
+    "exit code ([rewards] exit_code_map); see docs/kubernetes.md, \"Rewards on Kubernetes\""
+)
+
+
 class KubernetesConfig(BaseModel):
     """The ``[runner.kubernetes]`` section: how attempts become ``batch/v1`` Jobs (see docs/kubernetes.md).
 

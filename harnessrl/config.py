@@ -195,5 +195,5 @@ def _absolute_files(argv: list[Any], base: Path) -> list[Any]:
     for arg in argv:
         candidate = base / str(arg)
         is_file = isinstance(arg, str) and not Path(arg).is_absolute() and candidate.is_file()
-        out.append(str(candidate) if is_file else arg)
+        out.append(str(candidate.resolve()) if is_file else arg)  # no ".." left: a sandbox mounts only its folder
     return out

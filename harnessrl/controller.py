@@ -22,7 +22,7 @@ import random
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,13 +32,14 @@ import httpx
 from harnessrl.config import HarnessConfig
 from harnessrl.rewards import close_rollout, score_attempt
 from harnessrl.rewards.judge import Judge, JudgeSetupError, Verdict, make_judge
+from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.rewards.score import RewardOutcome, finish_judged
 from harnessrl.runners import Runner, make_attempt_spec, make_runner
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.stack import Stack
-from harnessrl.store import Store, StoreError
+from harnessrl.store import StoreError
 from harnessrl.tasks import LoadedTask
-from harnessrl.types import FINAL_REWARD, FailureKind, Rollout, RolloutStatus, TaskSplit
+from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
 from harnessrl.weights.checkpoints import save_checkpoint_atomic
 from harnessrl.weights.versions import record_policy_version
 
@@ -102,12 +103,6 @@ class AdminClient:
 
     async def close(self) -> None:
         await self._client.aclose()
-
-
-def rollout_reward(store: Store, rollout_id: str) -> float | None:
-    """The rollout's final reward (``final`` written by scoring), or None when it has none."""
-    finals = [r.value for r in store.get_rewards(rollout_id) if r.name == FINAL_REWARD]
-    return finals[-1] if finals else None
 
 
 class Controller:
@@ -350,9 +345,13 @@ class Controller:
             extra += await asyncio.gather(*(group(lt) for lt in wave))
         return extra
 
+    def rewards_of(self, rollouts: Sequence[Rollout]) -> dict[str, float | None]:
+        """Each rollout's outcome reward (the rule of ``harnessrl.rewards.outcome``), read from the store."""
+        return {r.id: rollout_reward(self.store.get_rewards(r.id)) for r in rollouts}
+
     def _informative(self, rollouts: list[Rollout]) -> bool:
         """Whether a group's scored attempts got at least two different rewards (a non-zero advantage)."""
-        rewards = [v for v in (rollout_reward(self.store, r.id) for r in rollouts) if v is not None]
+        rewards = [v for v in self.rewards_of(rollouts).values() if v is not None]
         return len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-12
 
     async def _live_attempts(self) -> set[str]:
@@ -379,8 +378,8 @@ class Controller:
         rollouts = await asyncio.gather(*(
             self.attempt(lt, group_id=f"{self.run_id}:eval:v{policy_version}:{lt.task.id}", step=None,
                          split=TaskSplit.EVAL, sampling=sampling) for lt in tasks))
-        rewards = {r.task_id: rollout_reward(self.store, r.id) for r in rollouts
-                   if r.failure_kind != FailureKind.INFRA}
+        outcome = self.rewards_of(rollouts)
+        rewards = {r.task_id: outcome[r.id] for r in rollouts if r.failure_kind != FailureKind.INFRA}
         scored = {k: v for k, v in rewards.items() if v is not None}
         mean = statistics.fmean(scored.values()) if scored else float("nan")
         result = EvalResult(policy_version, mean, len(scored), scored)
@@ -420,7 +419,7 @@ class Controller:
         ckpt = await asyncio.to_thread(save_checkpoint_atomic, trainer, self.config.run_dir, step)
         record_policy_version(self.store, version, ckpt, run_id=self.run_id, step=step)
         t3 = time.perf_counter()
-        rewards = [v for v in (rollout_reward(self.store, r.id) for r in rollouts) if v is not None]
+        rewards = [v for v in self.rewards_of(rollouts).values() if v is not None]
         all_rollouts = self._rollouts_of(step)
         report = StepReport(
             step=step, rollouts=len(rollouts),

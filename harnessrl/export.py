@@ -24,10 +24,10 @@ from typing import Any, Literal
 import orjson
 
 from harnessrl.gateway.redact import redactor_for
+from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.store import NotFound, Store
 from harnessrl.training.samples import build_samples
 from harnessrl.types import Rollout, RolloutStatus
-from harnessrl.ui.summary import main_reward
 from harnessrl.ui.views import sample_config
 
 log = logging.getLogger(__name__)
@@ -80,14 +80,13 @@ def sample_records(store: Store, *, run_id: str | None = None, status: RolloutSt
         if not built.samples:
             continue
         rewards = store.get_rewards(r.id)
-        main = main_reward(rewards)
         for i, s in enumerate(built.samples):
             last = calls[s.call_indices[-1]]
             yield {
                 "rollout_id": r.id, "run_id": r.run_id, "task_id": r.task_id, "group_id": r.group_id,
                 "step": r.step, "split": r.metadata.get("split"), "status": r.status.value,
                 "failure_kind": r.failure_kind.value if r.failure_kind else None,
-                "rollout_policy_version": r.policy_version, "reward": main.value if main else None,
+                "rollout_policy_version": r.policy_version, "reward": rollout_reward(rewards),
                 "rewards": [{"name": w.name, "value": w.value, "call_index": w.call_index} for w in rewards],
                 "sample_index": i, "num_samples": len(built.samples), "fidelity": s.fidelity.value,
                 "fidelity_reason": s.fidelity_reason, "call_indices": list(s.call_indices),

@@ -40,7 +40,7 @@ def rollouts_table(rows: list[RolloutRow], title: str = "rollouts", show_run: bo
     for row in rows:
         r = row.rollout
         cells = [r.id, r.run_id or "", "" if r.step is None else str(r.step), r.task_id, r.status.value,
-                 r.failure_kind.value if r.failure_kind else "", _num(row.reward.value if row.reward else None),
+                 r.failure_kind.value if r.failure_kind else "", _num(row.reward),
                  str(row.calls), _secs(row.duration_s), str(r.policy_version)]
         if not show_run:
             del cells[1]

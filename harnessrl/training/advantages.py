@@ -14,8 +14,9 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.training.config import TrainingConfig
-from harnessrl.types import FINAL_REWARD, FailureKind, Reward, Rollout, RolloutStatus, Sample
+from harnessrl.types import FailureKind, Reward, Rollout, RolloutStatus, Sample
 
 
 @dataclass(slots=True)
@@ -35,25 +36,6 @@ class AdvantageResult:
     rewards: dict[str, float] = field(default_factory=dict)
     advantages: dict[str, float] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
-
-
-def rollout_reward(rewards: Sequence[Reward], reward_name: str | None = None) -> float | None:
-    """The rollout's outcome reward: the named one; without a name ``final`` (scoring's combination of
-    the sources, which are also recorded under their own names) when present, else the sum over names
-    (latest value of each name).
-
-    Per-call rewards (``call_index`` set) are not outcome rewards. Returns None when nothing applies, so
-    that a missing reward is never mistaken for 0.
-    """
-    if reward_name is None and any(r.name == FINAL_REWARD and r.call_index is None for r in rewards):
-        reward_name = FINAL_REWARD  # summing it with its own sources would count them twice
-    latest: dict[str, Reward] = {}
-    for r in sorted(rewards, key=lambda r: r.created_at):
-        if r.call_index is None and (reward_name is None or r.name == reward_name):
-            latest[r.name] = r
-    if not latest:
-        return None
-    return float(sum(r.value for r in latest.values()))
 
 
 def group_baselines(values: Sequence[float], estimator: str, eps: float) -> list[tuple[float, float]]:

@@ -10,19 +10,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.store import Store
-from harnessrl.types import FINAL_REWARD, FailureKind, Reward, Rollout, RolloutStatus
+from harnessrl.types import FailureKind, Reward, Rollout, RolloutStatus
 
 PAGE_SIZE = 50
-
-
-def main_reward(rewards: list[Reward]) -> Reward | None:
-    """The reward a table shows: ``final`` (written by scoring) if present, else the last rollout-level one."""
-    finals = [r for r in rewards if r.name == FINAL_REWARD]
-    if finals:
-        return finals[-1]
-    whole = [r for r in rewards if r.call_index is None]
-    return whole[-1] if whole else (rewards[-1] if rewards else None)
 
 
 def duration_s(r: Rollout, now: float | None = None) -> float | None:
@@ -36,7 +28,7 @@ def duration_s(r: Rollout, now: float | None = None) -> float | None:
 class RolloutRow:
     rollout: Rollout
     calls: int
-    reward: Reward | None
+    reward: float | None  # the outcome reward (harnessrl.rewards.outcome)
     rewards: list[Reward]
     duration_s: float | None
 
@@ -85,7 +77,7 @@ def rollout_page(store: Store, f: Filters, page_size: int = PAGE_SIZE) -> tuple[
     for r in rows:
         st = stats.get(r.id)
         rewards = st.rewards if st else []
-        out.append(RolloutRow(r, st.calls if st else 0, main_reward(rewards), rewards, duration_s(r, now)))
+        out.append(RolloutRow(r, st.calls if st else 0, rollout_reward(rewards), rewards, duration_s(r, now)))
     return out, more
 
 

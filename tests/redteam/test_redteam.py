@@ -27,11 +27,11 @@ from fakes.fake_engine import EngineServer, FakeEngine  # noqa: E402
 
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer  # noqa: E402
 from harnessrl.rewards import RewardConfig, close_rollout, score_attempt  # noqa: E402
+from harnessrl.rewards.outcome import rollout_reward  # noqa: E402
 from harnessrl.rewards.posted import trained_rewards  # noqa: E402
 from harnessrl.runners import RunnerConfig, TaskAssets, make_attempt_spec  # noqa: E402
 from harnessrl.runners.local import LocalRunner  # noqa: E402
 from harnessrl.store import open_store  # noqa: E402
-from harnessrl.training.advantages import rollout_reward  # noqa: E402
 from harnessrl.types import FailureKind, RolloutStatus  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

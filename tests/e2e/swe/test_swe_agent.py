@@ -24,7 +24,7 @@ import pytest
 from safetensors.torch import load_file
 
 from harnessrl.config import load_config
-from harnessrl.controller import rollout_reward
+from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.run import run_collect, run_train
 from harnessrl.store import open_store
 from harnessrl.types import FailureKind, TaskSplit
@@ -140,7 +140,7 @@ def test_mini_swe_agent_collect_and_train(tmp_path: Path) -> None:
     train = [r for r in store.list_rollouts(run_id=summary.run_id) if r.metadata.get("split") == "train"]
     assert len(train) == 2 and {r.group_id for r in train} == {train[0].group_id}
     assert all(len(store.get_calls(r.id)) == STEP_LIMIT for r in train)
-    assert sorted(rollout_reward(store, r.id) for r in train) == [0.0, 1.0]
+    assert sorted(rollout_reward(store.get_rewards(r.id)) for r in train) == [0.0, 1.0]
     (metrics,) = [json.loads(line) for line in (config.run_dir / "metrics.jsonl").read_text().splitlines()
                   if "grad_norm" in line]
     assert metrics["samples/rollouts"] == 2 and metrics["grad_norm"] > 0, metrics

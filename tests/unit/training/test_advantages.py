@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from harnessrl.training.advantages import RolloutRecord, compute_advantages, group_advantages, rollout_reward
+from harnessrl.training.advantages import RolloutRecord, compute_advantages, group_advantages
 from harnessrl.training.config import TrainingConfig
-from harnessrl.types import FINAL_REWARD, FailureKind, Reward, Rollout, RolloutStatus
+from harnessrl.types import FailureKind, Reward, Rollout, RolloutStatus
 
 from ._helpers import make_sample
 
@@ -76,23 +76,6 @@ def test_zero_variance_singleton_and_missing_reward_are_reported():
     assert res.counts["rollouts.no_reward"] == 1 and res.counts["rollouts.cancelled"] == 1
     kept = compute_advantages(records[:2], TrainingConfig(drop_zero_variance_groups=False))
     assert [s.advantage for s in kept.samples] == [0.0, 0.0]
-
-
-def test_reward_aggregation_sum_latest_per_name_or_named():
-    rs = [Reward("a", 1.0, "correct", created_at=1), Reward("a", 0.5, "format", created_at=2),
-          Reward("a", 3.0, "correct", created_at=3), Reward("a", 9.0, "step", call_index=0)]
-    assert rollout_reward(rs) == 3.5
-    assert rollout_reward(rs, "format") == 0.5
-    assert rollout_reward(rs, "missing") is None
-
-
-def test_scorings_final_reward_is_not_summed_with_its_own_sources():
-    """Scoring records each source (verifier, exit_code) and their combination `final`; the rollout's
-    reward is `final`, not verifier + exit_code + final."""
-    rs = [Reward("a", 1.0, "exit_code", created_at=1), Reward("a", 0.25, "verifier", created_at=2),
-          Reward("a", 0.25, FINAL_REWARD, created_at=3)]
-    assert rollout_reward(rs) == 0.25
-    assert rollout_reward(rs, "exit_code") == 1.0  # a named reward still wins
 
 
 def test_per_call_rewards_give_discounted_segment_returns():

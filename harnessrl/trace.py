@@ -80,6 +80,16 @@ def print_rollout(store: Store, rollout_id: str, console: Console, log_lines: in
     for w in v.rewards:
         rewards.add_row(Text(w.name), _num(w.value), "" if w.call_index is None else str(w.call_index))
     console.print(rewards)
+    if v.judge_calls:  # what a model judge said ([rewards.judge]): recorded, never trained
+        judged = Table(title="judge calls", title_justify="left")
+        for col in ("#", "model", "mode", "status", "score", "reason", "tries", "latency"):
+            judged.add_column(col)
+        for j in v.judge_calls:
+            mode = j.mode + (f" (attempt {j.position})" if j.mode == "group" else "")
+            judged.add_row(str(j.index), Text(j.model), mode, j.status, _num(j.score),
+                           Text((j.reason or "") + (f" {j.error}" if j.error else "")), str(j.attempts),
+                           _secs(j.latency_s))
+        console.print(judged)
     calls = Table(title="calls", title_justify="left")
     for col in ("#", "api", "status", "version", "fidelity", "prompt", "completion", "trained", "latency", "note"):
         calls.add_column(col)

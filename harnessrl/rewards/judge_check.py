@@ -8,7 +8,8 @@ and prints:
 - **Spearman** rank correlation between scores and labels (ties get average ranks);
 - **position bias** (group mode): every group is judged again in ``--shuffles`` shuffled orders; the mean
   change of an answer's score when only its place changed, how often the best-scored answer changed, and
-  the mean score at the first and at the last place. An unbiased judge moves nothing.
+  the mean (signed) change of an answer moved to the first and to the last place. An unbiased judge moves
+  nothing.
 
 Labelled JSONL, one answer per line; lines with the same ``task_id`` form a group (in file order)::
 
@@ -55,8 +56,8 @@ class CheckReport:
     shuffles: int = 0
     position_shift: float | None = None
     top_changed: float | None = None
-    mean_first: float | None = None
-    mean_last: float | None = None
+    first_gain: float | None = None
+    last_gain: float | None = None
     errors: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -69,7 +70,8 @@ class CheckReport:
         if self.shuffles:
             out.append(f"position bias over {self.shuffles} shuffled orders: mean |score change| "
                        f"{f(self.position_shift)}, best answer changed in {f(self.top_changed, pct=True)} of groups, "
-                       f"mean score first place {f(self.mean_first)} vs last place {f(self.mean_last)}")
+                       f"score change when moved to the first place {f(self.first_gain)}, to the last place "
+                       f"{f(self.last_gain)}")
         elif self.mode == "pointwise":
             out.append("position bias: n/a (pointwise: each answer is judged alone)")
         out += [f"  error: {e}" for e in self.errors[:5]]
@@ -179,8 +181,8 @@ async def _position_bias(judge: Judge, rows: Sequence[Labelled], groups: list[li
         if any(s is None for s in got.values()) or any(base[i].score is None for i in g):
             continue
         shifts += [abs(float(got[i] or 0) - float(base[i].score or 0)) for i in g]
-        first.append(float(got[order[0]] or 0))
-        last.append(float(got[order[-1]] or 0))
+        first.append(float(got[order[0]] or 0) - float(base[order[0]].score or 0))
+        last.append(float(got[order[-1]] or 0) - float(base[order[-1]].score or 0))
         tops = [{i for i in ids if score[i] == max(score[i] for i in ids)}
                 for ids, score in ((g, {i: float(base[i].score or 0) for i in g}), (order, {i: float(got[i] or 0)
                                                                                            for i in order}))]
@@ -188,8 +190,8 @@ async def _position_bias(judge: Judge, rows: Sequence[Labelled], groups: list[li
     report.shuffles = shuffles
     report.position_shift = statistics.fmean(shifts) if shifts else None
     report.top_changed = statistics.fmean(changed) if changed else None
-    report.mean_first = statistics.fmean(first) if first else None
-    report.mean_last = statistics.fmean(last) if last else None
+    report.first_gain = statistics.fmean(first) if first else None
+    report.last_gain = statistics.fmean(last) if last else None
 
 
 def add_parser(sub: Any) -> None:

@@ -110,8 +110,10 @@ class Dashboard:
             return self.not_found(request, f"rollout {rid!r}")
         trained = {c.index: views.call_training(c, v.samples) for c in v.calls}
         segments = [views.sample_segments(s) for s in v.samples.samples]
+        judge_prompt, judge_answer = views.judge_exchange(self.store, v.judge_calls[-1]) if v.judge_calls else (None, None)
         return self.render(request, "rollout.html", v=v, trained=trained, segments=segments,
-                           input_json=pretty_json(v.rollout.input), metadata_json=pretty_json(v.rollout.metadata))
+                           input_json=pretty_json(v.rollout.input), metadata_json=pretty_json(v.rollout.metadata),
+                           judge_prompt=judge_prompt, judge_answer=judge_answer)
 
     def call(self, request: Request) -> Response:
         rid = request.path_params["rollout"]

@@ -5,10 +5,11 @@ Pure data: the templates only lay it out. A page reads one rollout's calls; neve
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from harnessrl.gateway.redact import redact_rollout, redactor_for
-from harnessrl.store import NotFound, Store
+from harnessrl.store import JudgeCall, NotFound, Store
 from harnessrl.training.config import SampleConfig, TrainingConfig
 from harnessrl.training.samples import SampleSet, build_samples
 from harnessrl.types import Call, CallStatus, Reward, Rollout, Run, Sample
@@ -73,6 +74,8 @@ class RolloutView:
     rewards: list[Reward]
     samples: SampleSet
     duration_s: float | None
+    #: What a model judge said about it (``[rewards.judge]``): never trained, shown beside the rewards.
+    judge_calls: list[JudgeCall]
 
 
 def _run_or_none(store: Store, run_id: str | None) -> Run | None:
@@ -90,7 +93,25 @@ def rollout_view(store: Store, rollout_id: str) -> RolloutView:
     r = redact_rollout(r, redactor_for([run] if run else []))  # what the harness and runner wrote
     calls = store.get_calls(rollout_id)
     samples = build_samples(calls, r.group_id, sample_config(run), rollout_id=r.id)
-    return RolloutView(r, run, calls, store.get_rewards(rollout_id), samples, duration_s(r))
+    return RolloutView(r, run, calls, store.get_rewards(rollout_id), samples, duration_s(r),
+                       store.get_judge_calls(rollout_id))
+
+
+def judge_exchange(store: Store, call: JudgeCall) -> tuple[str | None, str | None]:
+    """``(prompt as text, raw answer)`` of a judge call: kept once per call, on its position-0 row (a group's
+    other rows point there); None once retention purged them."""
+    row = call
+    if call.position != 0:
+        rows = store.judge_call_rows(call.call_id)
+        row = rows[0] if rows else call
+    if row.request is None:
+        return None, row.response
+    try:
+        body = json.loads(row.request)
+        prompt = "\n\n".join(f"[{m.get('role')}]\n{m.get('content')}" for m in body.get("messages") or [])
+    except (ValueError, AttributeError):
+        prompt = row.request
+    return prompt, row.response
 
 
 def sample_segments(s: Sample) -> list[tuple[str, int, int | None]]:

@@ -36,7 +36,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
-from harnessrl.training import LoraConfig, TrainingConfig  # noqa: E402
+from harnessrl.training.config import LoraConfig, TrainingConfig  # noqa: E402
 from harnessrl.training.trainer import Trainer  # noqa: E402
 from harnessrl.types import Sample, SampleFidelity  # noqa: E402
 

@@ -393,7 +393,7 @@ class Controller:
     # -- training -------------------------------------------------------------------------------------
     async def train_step(self, step: int, collected: asyncio.Task[list[Rollout]] | None = None) -> StepReport:
         """Train on ``step``'s rollouts (collected now, or by ``collected`` started earlier in async mode)."""
-        from harnessrl.training import batch_from_store
+        from harnessrl.training.train_batch import batch_from_store
 
         assert self.admin is not None
         trainer = self.stack.trainer

@@ -115,8 +115,9 @@ def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engin
     import torch
 
     from harnessrl.models import load_model
-    from harnessrl.training import FolderPublisher, InProcessPublisher, Trainer
     from harnessrl.training.shared_base import can_share, share_frozen_base
+    from harnessrl.training.trainer import Trainer
+    from harnessrl.weights.publish import FolderPublisher, InProcessPublisher
 
     if engine is not None and can_share(engine.model, config.training.lora is not None, torch.device("cpu")) \
             and config.training.device in ("auto", "cpu") and not torch.cuda.is_available():

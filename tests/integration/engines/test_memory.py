@@ -35,7 +35,7 @@ TRAIN_SCRIPT = r"""
 import random
 from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import EmbeddedEngine
-from harnessrl.training import Trainer
+from harnessrl.training.trainer import Trainer
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.memory import tune_allocator
 from harnessrl.training.shared_base import share_frozen_base

@@ -129,7 +129,8 @@ def test_gateway_mode_sends_token_ids_and_extends_the_prefix(served: Served) -> 
 
 def test_published_lora_is_hot_loaded_and_later_calls_carry_the_new_version(served: Served, tmp_path: Path) -> None:
     from harnessrl.models import load_model
-    from harnessrl.training import Trainer, TrainingConfig
+    from harnessrl.training.config import TrainingConfig
+    from harnessrl.training.trainer import Trainer
 
     rid, client = _rollout(served.chat_gw)
     before = _greedy(client)

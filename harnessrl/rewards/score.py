@@ -102,27 +102,27 @@ async def score_attempt(
         "reason": result.reason,
     }
 
-    def finish(value: float | None, **changes: object) -> RewardOutcome:
+    async def finish(value: float | None, **changes: object) -> RewardOutcome:
         if value is not None:
-            store.add_reward(rid, value, FINAL)
+            await asyncio.to_thread(store.add_reward, rid, value, FINAL)
         return RewardOutcome(**{**base, "value": value, **changes})  # type: ignore[arg-type]
 
     if result.failure_kind is FailureKind.INFRA:
         status = RolloutStatus.FAILED if result.status is RolloutStatus.SUCCEEDED else result.status
-        return finish(None, status=status, failure_kind=FailureKind.INFRA,
-                      reason=result.reason or "attempt did not run")
+        return await finish(None, status=status, failure_kind=FailureKind.INFRA,
+                            reason=result.reason or "attempt did not run")
     served = await asyncio.to_thread(serving_failure, store, result)
     if served is not None:
         status = RolloutStatus.TIMED_OUT if result.timed_out else RolloutStatus.FAILED
-        return finish(None, status=status, failure_kind=FailureKind.INFRA, reason=served)
+        return await finish(None, status=status, failure_kind=FailureKind.INFRA, reason=served)
     if result.workdir is None:
         # The attempt ran elsewhere (a Kubernetes pod): there is no local workspace to check or verify.
         return await _score_remote(spec, result, store, config, finish, judge, defer_judge)
 
     if not result.workdir.is_dir():  # wrecking the workspace must not turn a 0 into "no reward"
-        store.add_reward(rid, 0.0, TAMPER)
+        await asyncio.to_thread(store.add_reward, rid, 0.0, TAMPER)
         reason = "the harness removed its working directory"
-        return finish(
+        return await finish(
             0.0,
             status=RolloutStatus.FAILED,
             failure_kind=FailureKind.AGENT,
@@ -137,12 +137,12 @@ async def score_attempt(
                 find_tampering, result.workdir, spec.protected, result.protected_sha256
             )
         except WorkspaceError as exc:
-            return finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=str(exc))
+            return await finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=str(exc))
         if changes:
             reason = "tampered with protected files: " + ", ".join(changes[:20])
             logger.info("rollout %s: %s", rid, reason)
-            store.add_reward(rid, 0.0, TAMPER)
-            return finish(
+            await asyncio.to_thread(store.add_reward, rid, 0.0, TAMPER)
+            return await finish(
                 0.0,
                 status=RolloutStatus.FAILED,
                 failure_kind=FailureKind.AGENT,
@@ -157,16 +157,16 @@ async def score_attempt(
         if links:
             reason = "left symlinks where the hidden files go: " + ", ".join(links[:20])
             logger.info("rollout %s: %s", rid, reason)
-            store.add_reward(rid, 0.0, TAMPER)
-            return finish(0.0, status=RolloutStatus.FAILED, failure_kind=FailureKind.AGENT, reason=reason,
+            await asyncio.to_thread(store.add_reward, rid, 0.0, TAMPER)
+            return await finish(0.0, status=RolloutStatus.FAILED, failure_kind=FailureKind.AGENT, reason=reason,
                           components={TAMPER: 0.0}, tampered=tuple(f"symlink: {p}" for p in links))
 
     if result.timed_out and config.timed_out_reward is not None:
-        return finish(config.timed_out_reward)
+        return await finish(config.timed_out_reward)
 
     command = spec.assets.verifier or config.verifier
-    components, enabled = _harness_and_exit_code(spec, result, store, config,
-                                                 verifier=bool(command) or config.judge is not None)
+    components, enabled = await asyncio.to_thread(_harness_and_exit_code, spec, result, store, config,
+                                                  verifier=bool(command) or config.judge is not None)
     verifier_output = None
     if command:
         enabled.append(VERIFIER)
@@ -176,7 +176,7 @@ async def score_attempt(
         except VerifierError as exc:
             if config.verifier_failure_reward is None:
                 logger.warning("rollout %s: %s (infra failure)", rid, exc)
-                return finish(
+                return await finish(
                     None,
                     status=RolloutStatus.FAILED,
                     failure_kind=FailureKind.INFRA,
@@ -185,7 +185,7 @@ async def score_attempt(
                 )
             components[VERIFIER] = config.verifier_failure_reward
             base["reason"] = f"verifier failed: {exc}"
-        store.add_reward(rid, components[VERIFIER], VERIFIER)
+        await asyncio.to_thread(store.add_reward, rid, components[VERIFIER], VERIFIER)
 
     if config.judge is not None:
         pending = RewardOutcome(**{**base, "value": None, "components": components,  # type: ignore[arg-type]
@@ -193,7 +193,7 @@ async def score_attempt(
         return await _judge_now(spec, result, store, config, pending, judge, defer_judge)
     value, missing = _combine(config, enabled, components)
     if value is None:
-        return finish(
+        return await finish(
             None,
             status=RolloutStatus.FAILED,
             failure_kind=FailureKind.INFRA,
@@ -203,7 +203,7 @@ async def score_attempt(
         )
     if missing and base["reason"] is None:
         base["reason"] = missing
-    return finish(value, components=components, verifier_output=verifier_output)
+    return await finish(value, components=components, verifier_output=verifier_output)
 
 
 async def _judge_now(spec: AttemptSpec, result: AttemptResult, store: Store, config: RewardConfig,
@@ -215,9 +215,9 @@ async def _judge_now(spec: AttemptSpec, result: AttemptResult, store: Store, con
     try:
         item = await asyncio.to_thread(judge.item, spec, result, store)
     except JudgeSetupError as exc:  # no rubric for this task: the judge cannot work, the agent did nothing wrong
-        return finish_judged(pending, Verdict(None, None, str(exc)), store, config)
+        return await asyncio.to_thread(finish_judged, pending, Verdict(None, None, str(exc)), store, config)
     (verdict,) = await judge.judge([item])
-    return finish_judged(pending, verdict, store, config)
+    return await asyncio.to_thread(finish_judged, pending, verdict, store, config)
 
 
 def finish_judged(outcome: RewardOutcome, verdict: Verdict, store: Store, config: RewardConfig) -> RewardOutcome:
@@ -277,20 +277,21 @@ async def _score_remote(spec: AttemptSpec, result: AttemptResult, store: Store, 
     """Rewards of an attempt whose workspace is not on this machine: harness posts, exit code, and the
     judge (it reads the recorded transcript, not the workspace)."""
     if spec.assets.verifier or config.verifier:
-        return finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA,
-                      reason="a verifier command runs in a local workspace, and this attempt ran remotely "
-                             "(Kubernetes): run the verifier inside the pod and post its reward to "
-                             "HARNESSRL_REWARD_URL, or use exit-code rewards")
-    components, enabled = _harness_and_exit_code(spec, result, store, config, verifier=config.judge is not None)
+        return await finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA,
+                            reason="a verifier command runs in a local workspace, and this attempt ran remotely "
+                                   "(Kubernetes): run the verifier inside the pod and post its reward to "
+                                   "HARNESSRL_REWARD_URL, or use exit-code rewards")
+    components, enabled = await asyncio.to_thread(_harness_and_exit_code, spec, result, store, config,
+                                                  verifier=config.judge is not None)
     if config.judge is not None:
         pending = RewardOutcome(spec.rollout_id, None, result.status, result.failure_kind, result.reason,
                                 components=components, pending=(*enabled, JUDGE))
         return await _judge_now(spec, result, store, config, pending, judge, defer)
     value, missing = _combine(config, enabled, components)
     if value is None:
-        return finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=missing,
-                      components=components)
-    return finish(value, components=components)
+        return await finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=missing,
+                            components=components)
+    return await finish(value, components=components)
 
 
 def close_rollout(store: Store, result: AttemptResult, outcome: RewardOutcome) -> Rollout:

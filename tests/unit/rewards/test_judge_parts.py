@@ -108,3 +108,23 @@ def test_config_checks() -> None:
     with pytest.raises(ValueError, match="no \\[rewards.judge\\]"):
         RewardConfig(combine="judge")
     RewardConfig(combine="weighted", weights={"verifier": 0.5, "judge": 0.5}, judge=JudgeConfig(url="policy"))
+
+
+def test_policy_url_is_the_runs_own_engine_and_keys_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from harnessrl.rewards.judge import JudgeSetupError, make_judge
+
+    judge = make_judge(JudgeConfig(url="policy"), None, policy_urls=["http://127.0.0.1:9/v1", "http://other/v1"])
+    assert judge._client.base_url == "http://127.0.0.1:9/v1"
+    asyncio.run(judge.aclose())
+    with pytest.raises(JudgeSetupError, match="policy"):
+        make_judge(JudgeConfig(url="policy"), None)
+    monkeypatch.delenv("JUDGE_TEST_KEY", raising=False)
+    with pytest.raises(JudgeSetupError, match="JUDGE_TEST_KEY"):
+        make_judge(JudgeConfig(url="http://x/v1", api_key_env="JUDGE_TEST_KEY"), None)
+    monkeypatch.setenv("JUDGE_TEST_KEY", "sk-secret")
+    judge = make_judge(JudgeConfig(url="http://x/v1", api_key_env="JUDGE_TEST_KEY"), None)
+    assert judge._client._http.headers["authorization"] == "Bearer sk-secret"
+    assert "sk-secret" not in repr(judge.config)  # the config holds the variable's name, never the key
+    asyncio.run(judge.aclose())

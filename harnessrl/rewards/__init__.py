@@ -1,4 +1,5 @@
-"""Rewards: from the harness (posted to its reward URL), its exit code, or a verifier run after it exits.
+"""Rewards: from the harness (posted to its reward URL), its exit code, a verifier run after it exits, or a
+judge model reading the recorded transcript against a rubric (``judge.py``, docs/judges.md).
 
 ``score_attempt(spec, result, store, config)`` writes a rollout's rewards and returns a ``RewardOutcome``
 with the final scalar and how to close the rollout. See ``score.py`` for the order of decisions.

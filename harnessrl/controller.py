@@ -184,25 +184,33 @@ class Controller:
                 gateway_url=self.stack.gateway_url, api_key=api_key, assets=lt.assets,
                 protected=tuple(self.config.rewards.protected), model=self.config.gateway.model_name)
 
-            def on_start(handle: str) -> None:
-                self.store.transition_rollout(rid, RolloutStatus.RUNNING, runner_handle=handle)
+            marked: list[asyncio.Task[Rollout]] = []
 
-            result = await self.runner.run(spec, on_start=None if attach else on_start)
+            def on_start(handle: str) -> None:  # called by the runner on the loop: the write goes to a thread
+                marked.append(asyncio.create_task(asyncio.to_thread(
+                    self.store.transition_rollout, rid, RolloutStatus.RUNNING, runner_handle=handle)))
+
+            try:
+                result = await self.runner.run(spec, on_start=None if attach else on_start)
+            finally:
+                await asyncio.gather(*marked, return_exceptions=True)  # running before anything closes it
+            for task in marked:
+                task.result()  # a failed write is this attempt's infra failure (below)
             outcome = await score_attempt(spec, result, self.store, self.config.rewards, judge=self.judge,
                                           defer_judge=defer_judge and self._group_judge)
             if outcome.pending is not None:  # judged with its group, then closed (_judge_pending)
                 self._pending[rid] = (spec, result, outcome)
                 await self.runner.release(result)
-                return self.store.get_rollout(rid)
+                return await asyncio.to_thread(self.store.get_rollout, rid)
             rollout = await asyncio.to_thread(close_rollout, self.store, result, outcome)
             await self.runner.release(result)
         except asyncio.CancelledError:  # Ctrl-C or shutdown: the runner stopped the harness; say so now
             with contextlib.suppress(Exception):  # not "running" until the next resume finds it
-                self._fail_infra(rid, "controller interrupted while this attempt was in flight")
+                await asyncio.to_thread(self._fail_infra, rid, "controller interrupted while this attempt was in flight")
             raise
         except Exception as exc:  # a bug or infra problem: never let one attempt sink the step
             log.exception("attempt %s failed in the controller", rid)
-            rollout = self._fail_infra(rid, f"controller error: {type(exc).__name__}: {exc}")
+            rollout = await asyncio.to_thread(self._fail_infra, rid, f"controller error: {type(exc).__name__}: {exc}")
         if self.on_finished is not None:
             self.on_finished(rollout)
         return rollout
@@ -225,7 +233,8 @@ class Controller:
         except asyncio.CancelledError:
             for spec, _, _ in pending:
                 with contextlib.suppress(Exception):
-                    self._fail_infra(spec.rollout_id, "controller interrupted while the judge scored this attempt")
+                    await asyncio.to_thread(self._fail_infra, spec.rollout_id,
+                                            "controller interrupted while the judge scored this attempt")
             raise
         except Exception as exc:  # a bug or a setup problem (no rubric): the judge failed, not the agents
             if not isinstance(exc, JudgeSetupError):
@@ -234,11 +243,12 @@ class Controller:
         closed: dict[str, Rollout] = {}
         for (spec, result, outcome), verdict in zip(pending, verdicts, strict=True):
             try:
-                final = finish_judged(outcome, verdict, self.store, self.config.rewards)
+                final = await asyncio.to_thread(finish_judged, outcome, verdict, self.store, self.config.rewards)
                 closed[spec.rollout_id] = await asyncio.to_thread(close_rollout, self.store, result, final)
             except Exception as exc:
                 log.exception("closing judged attempt %s failed", spec.rollout_id)
-                closed[spec.rollout_id] = self._fail_infra(spec.rollout_id, f"controller error: {exc}")
+                closed[spec.rollout_id] = await asyncio.to_thread(self._fail_infra, spec.rollout_id,
+                                                                  f"controller error: {exc}")
             if self.on_finished is not None:
                 self.on_finished(closed[spec.rollout_id])
         out = [closed.get(r.id, r) for r in rollouts]
@@ -272,19 +282,21 @@ class Controller:
     async def collect_step(self, step: int) -> list[Rollout]:
         """Run (or finish, after a restart) the attempts of ``step``; returns its scored rollouts."""
         run = self.config.run
-        existing = [r for r in self._rollouts_of(step) if r.metadata.get("split") == TaskSplit.TRAIN.value]
+        existing = [r for r in await asyncio.to_thread(self._rollouts_of, step)
+                    if r.metadata.get("split") == TaskSplit.TRAIN.value]
         # Left behind by a controller that died. A local harness died with it; a Kubernetes Job may still
         # be running, and is re-attached to instead of launched again.
         live = await self._live_attempts()
         attachable = {r.id for r in existing if not r.status.terminal and r.id in live}
         for r in existing:
             if not r.status.terminal and r.id not in attachable:
-                self._fail_infra(r.id, "controller restarted while this attempt was in flight")
+                await asyncio.to_thread(self._fail_infra, r.id, "controller restarted while this attempt was in flight")
         sampling = {"temperature": run.train_temperature} if run.train_temperature is not None else None
 
         async def group(lt: LoadedTask) -> list[Rollout]:
             gid = f"{self.run_id}:step{step}:{lt.task.id}"
-            done = [self.store.get_rollout(r.id) for r in existing if r.group_id == gid and r.id not in attachable]
+            ended = [r.id for r in existing if r.group_id == gid and r.id not in attachable]
+            done = await asyncio.to_thread(lambda: [self.store.get_rollout(rid) for rid in ended])
             done += await asyncio.gather(*(self._run_and_score(lt, r.id, "(re-attached)", attach=True,
                                                                defer_judge=True)
                                            for r in existing if r.group_id == gid and r.id in attachable))
@@ -308,7 +320,7 @@ class Controller:
         stats: Counter[str] = Counter({"dynamic.groups": len(base)})
         if run.dynamic_sampling:
             groups += await self._sample_more(step, base, groups, group, stats)
-        stats["dynamic.informative_groups"] = sum(self._informative(g) for g in groups)
+        stats["dynamic.informative_groups"] = await asyncio.to_thread(self._count_informative, groups)
         stats["dynamic.attempts"] = sum(len(g) for g in groups)
         self.step_stats[step] = stats
         return [r for g in groups for r in g]
@@ -332,7 +344,7 @@ class Controller:
         launched = len(base) * run.attempts_per_task
         while pool:
             done = groups + extra
-            informative = sum(self._informative(g) for g in done)
+            informative = await asyncio.to_thread(self._count_informative, done)
             need = run.tasks_per_step - informative
             room = (budget - launched) // run.attempts_per_task
             if need <= 0 or room <= 0:
@@ -348,6 +360,9 @@ class Controller:
     def rewards_of(self, rollouts: Sequence[Rollout]) -> dict[str, float | None]:
         """Each rollout's outcome reward (the rule of ``harnessrl.rewards.outcome``), read from the store."""
         return {r.id: rollout_reward(self.store.get_rewards(r.id)) for r in rollouts}
+
+    def _count_informative(self, groups: list[list[Rollout]]) -> int:
+        return sum(self._informative(g) for g in groups)
 
     def _informative(self, rollouts: list[Rollout]) -> bool:
         """Whether a group's scored attempts got at least two different rewards (a non-zero advantage)."""
@@ -378,7 +393,7 @@ class Controller:
         rollouts = await asyncio.gather(*(
             self.attempt(lt, group_id=f"{self.run_id}:eval:v{policy_version}:{lt.task.id}", step=None,
                          split=TaskSplit.EVAL, sampling=sampling) for lt in tasks))
-        outcome = self.rewards_of(rollouts)
+        outcome = await asyncio.to_thread(self.rewards_of, rollouts)
         rewards = {r.task_id: outcome[r.id] for r in rollouts if r.failure_kind != FailureKind.INFRA}
         scored = {k: v for k, v in rewards.items() if v is not None}
         mean = statistics.fmean(scored.values()) if scored else float("nan")
@@ -400,7 +415,7 @@ class Controller:
         t0 = time.perf_counter()
         rollouts = await (collected if collected is not None else self.collect_step(step))
         if not rollouts:
-            self._raise_if_all_infra(step)
+            await asyncio.to_thread(self._raise_if_all_infra, step)
         rollouts, stale = self._drop_stale(rollouts, trainer.policy_version)
         t1 = time.perf_counter()
         batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
@@ -417,10 +432,10 @@ class Controller:
         finally:
             await self.admin.resume()
         ckpt = await asyncio.to_thread(save_checkpoint_atomic, trainer, self.config.run_dir, step)
-        record_policy_version(self.store, version, ckpt, run_id=self.run_id, step=step)
+        await asyncio.to_thread(record_policy_version, self.store, version, ckpt, run_id=self.run_id, step=step)
         t3 = time.perf_counter()
-        rewards = [v for v in self.rewards_of(rollouts).values() if v is not None]
-        all_rollouts = self._rollouts_of(step)
+        rewards = [v for v in (await asyncio.to_thread(self.rewards_of, rollouts)).values() if v is not None]
+        all_rollouts = await asyncio.to_thread(self._rollouts_of, step)
         report = StepReport(
             step=step, rollouts=len(rollouts),
             failed=sum(r.status != RolloutStatus.SUCCEEDED for r in rollouts),

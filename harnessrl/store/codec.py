@@ -8,10 +8,12 @@ Logprobs are stored as float32 (what trainers compute in), so they round-trip to
 
 from __future__ import annotations
 
+import hashlib
 import struct
 import sys
 from array import array
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -98,29 +100,71 @@ def best_parent(prompt: bytes, candidates: Sequence[C]) -> tuple[C | None, int]:
 # -- request documents ----------------------------------------------------------------------------------
 # A harness resends its whole history each turn, so requests grow like prompts do. A top-level list
 # (``messages``, ``input``) or long string (``prompt``) that starts with the parent call's is stored as
-# its new part plus ``keep[key]``, the number of items (or characters) taken from the parent.
+# its new part plus ``keep[key]``, the number of items (or characters) taken from the parent. The write
+# path compares against the parent's ``RequestShape`` (digests), not its request: the shape is what the
+# store keeps in memory per rollout, a few bytes per message instead of the message itself.
 
 _MIN_STRING_DELTA = 256
+_DIGEST = 16
+#: Bytes a ``RequestShape`` costs besides its digests (objects, dict slots), for cache accounting.
+SHAPE_OVERHEAD = 256
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=_DIGEST).digest()
+
+
+def _str_digest(value: str) -> bytes:
+    return _digest(value.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestShape:
+    """What ``compact_request`` needs of a parent request: for each top-level list, one 16-byte digest of
+    each item's JSON (concatenated); for each string of at least 256 characters, its length and digest.
+    JSON, not Python equality: Python's == takes 1 == 1.0 == True, which would change the record."""
+
+    lists: dict[str, bytes]
+    strings: dict[str, tuple[int, bytes]]
+
+    def nbytes(self) -> int:
+        return SHAPE_OVERHEAD + sum(len(d) + 64 for d in self.lists.values()) + 96 * len(self.strings)
+
+
+def request_shape(request: dict[str, Any]) -> RequestShape:
+    lists: dict[str, bytes] = {}
+    strings: dict[str, tuple[int, bytes]] = {}
+    for key, value in request.items():
+        if isinstance(value, list):
+            lists[key] = b"".join(_digest(orjson.dumps(item)) for item in value)
+        elif isinstance(value, str) and len(value) >= _MIN_STRING_DELTA:
+            strings[key] = (len(value), _str_digest(value))
+    return RequestShape(lists, strings)
+
+
+def _common_items(a: bytes, b: bytes) -> int:
+    """Leading digests two concatenated digest strings share."""
+    n = min(len(a), len(b)) // _DIGEST
+    if a[: n * _DIGEST] == b[: n * _DIGEST]:
+        return n
+    return next(i for i in range(n) if a[i * _DIGEST : (i + 1) * _DIGEST] != b[i * _DIGEST : (i + 1) * _DIGEST])
 
 
 def compact_request(
-    request: dict[str, Any], parent: dict[str, Any] | None
+    request: dict[str, Any], parent: RequestShape | None, shape: RequestShape | None = None
 ) -> tuple[dict[str, Any], dict[str, int]]:
-    """``(request without what the parent already has, keep)``; ``expand_request`` inverts it."""
-    if not parent:
+    """``(request without what the parent already has, keep)``; ``expand_request`` inverts it.
+    ``shape``: ``request_shape(request)`` when the caller has it already."""
+    if parent is None or not (parent.lists or parent.strings):
         return request, {}
+    shape = shape or request_shape(request)
     stored, keep = dict(request), {}
     for key, value in request.items():
-        base = parent.get(key)
-        if isinstance(value, list) and isinstance(base, list):
-            n = 0
-            for mine, theirs in zip(value, base, strict=False):
-                # Compare as JSON: Python's == takes 1 == 1.0 == True, which would change the record.
-                if mine is not theirs and orjson.dumps(mine) != orjson.dumps(theirs):
-                    break
-                n += 1
-        elif isinstance(value, str) and isinstance(base, str) and len(base) >= _MIN_STRING_DELTA:
-            n = len(base) if value.startswith(base) else 0
+        if key in shape.lists and key in parent.lists:
+            n = _common_items(shape.lists[key], parent.lists[key])
+        elif isinstance(value, str) and key in parent.strings:
+            length, digest = parent.strings[key]
+            n = length if len(value) >= length and _str_digest(value[:length]) == digest else 0
         else:
             continue
         if n:

@@ -17,6 +17,7 @@ import orjson
 from harnessrl.store.base import NewCall, StoreError
 from harnessrl.store.codec import (
     ITEM_SIZE,
+    RequestShape,
     best_parent,
     compact_request,
     decode_floats,
@@ -24,6 +25,7 @@ from harnessrl.store.codec import (
     encode_floats,
     encode_ids,
     expand_request,
+    request_shape,
 )
 from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens, Fidelity
 
@@ -57,25 +59,46 @@ class Leaf:
     request: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class SeqLeaf:
+    """A leaf as the write path keeps it between batches: the request as a ``RequestShape`` only."""
+
+    index: int
+    full: bytes
+    shape: RequestShape
+
+    def nbytes(self) -> int:
+        return LEAF_OVERHEAD + len(self.full) + self.shape.nbytes()
+
+
+#: Bytes a kept leaf costs besides its tokens and shape (the objects themselves), for cache accounting.
+LEAF_OVERHEAD = 160
+#: Leaves kept per rollout, most recently extended last. A rollout that interleaves more conversations
+#: (a main agent and its sub-agents) loses only compaction: a call extending a dropped leaf stores its
+#: prompt against the best remaining one, once, and becomes a leaf itself.
+MAX_LEAVES = 4
+
+
 @dataclass(slots=True)
 class RolloutSeqs:
     """What the write path must know of a rollout's earlier calls.
 
     ``leaves`` are the calls whose sequence is not the prefix of a later call's: a call extended by a
     later one can never share a longer prefix with a new prompt than its extension does, so a plain
-    multi-turn chain keeps a single leaf.
+    multi-turn chain keeps a single leaf. At most ``MAX_LEAVES`` are kept.
     """
 
     next_index: int = 0
-    leaves: list[Leaf] = field(default_factory=list)
+    leaves: list[SeqLeaf] = field(default_factory=list)
 
     def copy(self) -> RolloutSeqs:
         return RolloutSeqs(self.next_index, list(self.leaves))
 
     def nbytes(self) -> int:
-        return sum(len(leaf.full) for leaf in self.leaves)
+        """Memory held, tokens and request shapes together (what ``SeqCache`` bounds)."""
+        return sum(leaf.nbytes() for leaf in self.leaves)
 
-    def add(self, leaf: Leaf, parent: int | None, prefix_len: int) -> None:
+    def add(self, leaf: SeqLeaf, parent: int | None, prefix_len: int) -> None:
         """Record a call; drop its parent if it extends the parent, skip it if the parent covers it."""
         self.next_index = leaf.index + 1
         for pos, other in enumerate(self.leaves):
@@ -88,15 +111,24 @@ class RolloutSeqs:
             break
         if leaf.full:
             self.leaves.append(leaf)
+            if len(self.leaves) > MAX_LEAVES:
+                del self.leaves[0]
 
 
 class SeqCache:
-    """LRU of ``RolloutSeqs`` bounded by token bytes (requests held besides are of similar size)."""
+    """LRU of ``RolloutSeqs`` bounded by the bytes they hold (tokens, request shapes, object overhead)."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._entries: OrderedDict[str, tuple[RolloutSeqs, int]] = OrderedDict()
         self._bytes = 0
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def get(self, rollout_id: str) -> RolloutSeqs | None:
         entry = self._entries.get(rollout_id)
@@ -131,10 +163,11 @@ def encode_call(call: NewCall, seqs: RolloutSeqs, now: float) -> tuple[Any, ...]
     prompt = encode_ids(call.prompt_token_ids)
     parent, prefix_len = best_parent(prompt, seqs.leaves)
     parent_index = parent.index if parent else None
-    request, keep = compact_request(call.request, parent.request if parent else None)
+    shape = request_shape(call.request)
+    request, keep = compact_request(call.request, parent.shape if parent else None, shape)
     ids = [encode_ids(c.token_ids) for c in call.choices]
     meta = [[len(c.token_ids), len(c.logprobs), c.finish_reason] for c in call.choices]
-    seqs.add(Leaf(index, prompt + ids[0] if ids else prompt, call.request), parent_index, prefix_len)
+    seqs.add(SeqLeaf(index, prompt + ids[0] if ids else prompt, shape), parent_index, prefix_len)
     return (
         call.rollout_id, index, str(call.api), str(call.status), dumps(request), dumps(keep) if keep else None,
         None if call.response is None else dumps(call.response), parent_index, prefix_len,
@@ -143,6 +176,11 @@ def encode_call(call: NewCall, seqs: RolloutSeqs, now: float) -> tuple[Any, ...]
         call.requested_model, dumps(call.sampling), call.engine_id, call.latency_s, call.error,
         None if call.fidelity is None else str(call.fidelity), call.fidelity_reason, now, None,
     )  # fmt: skip
+
+
+def seq_leaf(leaf: Leaf) -> SeqLeaf:
+    """A replayed leaf as the write path keeps it."""
+    return SeqLeaf(leaf.index, leaf.full, request_shape(leaf.request))
 
 
 def replay(rows: Iterable[RowLike]) -> Iterator[tuple[RowLike, bytes, Leaf]]:

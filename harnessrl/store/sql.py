@@ -49,6 +49,7 @@ from harnessrl.store.rows import (
     dumps,
     encode_call,
     replay,
+    seq_leaf,
 )
 from harnessrl.store.rules import (
     ROLLOUT_COLUMNS,
@@ -435,7 +436,7 @@ class SqlStore(Store):
             seqs = staged[rollout_id] = RolloutSeqs()
             sql = f"SELECT {_SEQ_COLUMNS} FROM calls WHERE rollout_id = {self.P} ORDER BY call_index"
             for call_row, _, leaf in replay(self._select_calls(conn, sql, (rollout_id,))):
-                seqs.add(leaf, call_row["parent_index"], call_row["prefix_len"])
+                seqs.add(seq_leaf(leaf), call_row["parent_index"], call_row["prefix_len"])
         return staged
 
     def get_calls(self, rollout_id: str) -> list[Call]:

@@ -70,6 +70,7 @@ class Gateway:
         self.calls = CallHandler(Services(config, self.pool, self.recorder, self.registry, self.gate,
                                           EngineHop(self.pool, config.engine_model), renderer))
         self.registry.on_load = self.calls.reload
+        self.registry.on_close = getattr(renderer, "forget", None)
         self.url: str | None = None  # set once serving
         self.app = self._build_app()
 

@@ -52,8 +52,6 @@ from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens
 
 log = logging.getLogger(__name__)
 PATHS = {ApiKind.CHAT: "/chat/completions", ApiKind.COMPLETIONS: "/completions"}
-#: Responses kept per live rollout for ``previous_response_id``.
-KEEP_RESPONSES = 64
 #: Sampling fields copied into the token-level request of gateway render mode.
 _RENDER_COPY = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
                 "repetition_penalty", "seed", "n", "max_tokens", "stop", "logit_bias")
@@ -98,6 +96,8 @@ class CallHandler:
         try:
             state = await self.s.registry.authorize(request.path_params["rollout"], api_key(request))
             body = await read_json(request, self.s.config.limits.max_body_bytes)
+            if api == ApiKind.RESPONSES:
+                await self._recall_previous(state, body)
             parsed = self.parse(state, api, body, request)
         except GatewayError as exc:
             return error_response(exc, api)
@@ -124,31 +124,48 @@ class CallHandler:
         if prev_id is not None:
             if not isinstance(prev_id, str):
                 raise BadRequest("'previous_response_id' must be a string")
-            previous = state.responses.get(prev_id)
+            previous = responses.kept_conversation(state.responses, prev_id)
             if previous is None:
-                raise BadRequest(f"previous_response_id {prev_id!r} is not known to this gateway: it keeps "
-                                 f"the last {KEEP_RESPONSES} responses of a live rollout in memory; send the "
-                                 "full input instead", code="unknown_previous_response")
+                raise BadRequest(f"previous_response_id {prev_id!r} is not a response this rollout was given; "
+                                 "send the full input instead", code="unknown_previous_response")
         return responses.to_chat(body, previous)
+
+    async def _recall_previous(self, state: RolloutState, body: Any) -> None:
+        """A ``previous_response_id`` no longer kept in memory: its conversation read back from the store."""
+        prev = body.get("previous_response_id") if isinstance(body, dict) else None
+        if not isinstance(prev, str) or prev in state.responses:
+            return
+        try:
+            calls = await asyncio.to_thread(self.s.registry.read_calls, state.id)
+        except Exception as exc:  # noqa: BLE001 - the store failed: the harness may retry
+            raise StoreUnavailable(f"previous_response_id {prev!r} is read back from the store, which failed "
+                                   f"({type(exc).__name__}: {exc}); retry the call") from None
+        conversation = responses.rebuild_conversation(calls, prev)
+        if conversation is not None:
+            responses.keep_conversation(state.responses, prev, conversation)
 
     def reload(self, state: RolloutState, calls: list[Call]) -> None:
         """A live rollout's memory after a gateway restart: the responses ``previous_response_id`` may name,
         and the renderer's token history -- fed every call as the chat call it was served as."""
         chat_calls: list[Call] = []
+        built: dict[str, list[dict[str, Any]]] = {}  # every response's conversation, while rebuilding
         for call in sorted(calls, key=lambda c: c.index):
             if call.api == ApiKind.CHAT:
                 chat_calls.append(call)
             elif call.api != ApiKind.COMPLETIONS and call.status == CallStatus.OK and call.response:
                 try:
-                    chat_calls.append(self._as_chat_call(state, call))
+                    chat_calls.append(self._as_chat_call(built, call))
                 except (GatewayError, KeyError, TypeError, ValueError):
                     continue  # an answer we cannot read back: the next prompt is rendered afresh
+        for response_id in list(built)[-responses.KEEP_CONVERSATIONS:]:  # the latest stay in memory
+            responses.keep_conversation(state.responses, response_id, built[response_id])
         renderer = self.s.renderer
         if renderer is not None and hasattr(renderer, "load"):
             renderer.load(state.id, chat_calls)
 
-    def _as_chat_call(self, state: RolloutState, call: Call) -> Call:
-        """A translated call as the chat call the policy served (its message as the harness sends it back)."""
+    def _as_chat_call(self, built: dict[str, list[dict[str, Any]]], call: Call) -> Call:
+        """A translated call as the chat call the policy served (its message as the harness sends it back);
+        a Responses call's conversation is added to ``built``."""
         resp = call.response or {}
         if call.api == ApiKind.ANTHROPIC_MESSAGES:
             chat_body = anthropic.to_chat(call.request).chat
@@ -157,12 +174,10 @@ class CallHandler:
             message = history.chat["messages"][-1]
         else:
             prev = call.request.get("previous_response_id")
-            t = responses.to_chat(call.request, state.responses.get(prev) if isinstance(prev, str) else None)
+            t = responses.to_chat(call.request, built.get(prev) if isinstance(prev, str) else None)
             chat_body = t.chat
-            conversation = responses.conversation(t.chat, t.notes.get("conversation_start", 0), resp)
-            state.responses[resp["id"]] = conversation
-            while len(state.responses) > KEEP_RESPONSES:
-                state.responses.pop(next(iter(state.responses)))
+            conversation = built[resp["id"]] = responses.conversation(t.chat, t.notes.get("conversation_start", 0),
+                                                                      resp)
             message = conversation[-1]
         choice = {"index": 0, "message": message, "finish_reason": call.choices[0].finish_reason if call.choices
                   else "stop"}
@@ -511,10 +526,8 @@ class ModelCall:
                 state.history.append(prompt + c.token_ids)
         if self.p.api == ApiKind.RESPONSES and self.p.translation is not None:
             t = self.p.translation
-            state.responses[response["id"]] = responses.conversation(t.chat, t.notes.get("conversation_start", 0),
-                                                                     response)
-            while len(state.responses) > KEEP_RESPONSES:
-                state.responses.pop(next(iter(state.responses)))
+            responses.keep_conversation(state.responses, response["id"],
+                                        responses.conversation(t.chat, t.notes.get("conversation_start", 0), response))
         return index
 
     _acc: StreamAccumulator | None = None

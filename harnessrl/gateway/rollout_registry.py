@@ -10,17 +10,17 @@ import asyncio
 import hashlib
 import hmac
 import secrets
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from harnessrl.gateway.errors import Forbidden, NotFoundError, RolloutClosedError, Unauthorized
+from harnessrl.gateway.fidelity import KEEP, PromptHistory
 from harnessrl.store.base import NotFound, Store
 from harnessrl.types import Call
 
 #: How many earlier prompt+completion sequences are kept per rollout for the fidelity check.
-HISTORY = 4
+HISTORY = KEEP
 #: Live rollouts kept in memory; older ones are reloaded from the store on demand.
 MAX_CACHED = 50_000
 
@@ -46,12 +46,13 @@ class RolloutState:
     closed: bool = False
     calls: int = 0  # calls admitted (reserved at start)
     tokens: int = 0  # completion tokens sampled
-    history: deque[list[int]] = field(default_factory=lambda: deque(maxlen=HISTORY))
+    history: PromptHistory = field(default_factory=PromptHistory)
     #: Sampling parameters pinned for this rollout by whoever created it (e.g. greedy for evaluation);
     #: they override the harness's own and the gateway-wide ``pinned_sampling``.
     sampling: dict[str, Any] = field(default_factory=dict)
-    #: Responses API answers by id -> the chat conversation they end (for ``previous_response_id``).
-    responses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Responses API answers by id -> the chat conversation they end, as JSON (for ``previous_response_id``;
+    #: the last few, ``apis.responses.keep_conversation``).
+    responses: dict[str, bytes] = field(default_factory=dict)
 
 
 class RolloutRegistry:
@@ -60,6 +61,8 @@ class RolloutRegistry:
         #: Called with (state, calls) when a live rollout is loaded from the store (after a gateway restart:
         #: the renderer rebuilds its token history, the Responses API its kept responses).
         self.on_load: Callable[[RolloutState, list[Call]], None] | None = None
+        #: Called with a rollout's id when it closes (the renderer drops its token history).
+        self.on_close: Callable[[str], None] | None = None
         self._states: dict[str, RolloutState] = {}
         self._loading: dict[str, asyncio.Future[RolloutState]] = {}
 
@@ -83,6 +86,10 @@ class RolloutRegistry:
             self._states.pop(next(iter(self._states)))
         self._states[state.id] = state
 
+    def read_calls(self, rollout_id: str) -> list[Call]:
+        """A rollout's recorded calls (blocking: run it in a thread)."""
+        return self._store.get_calls(rollout_id)
+
     def mark_closed(self, rollout_id: str) -> None:
         """Drop a finished rollout's memory (its history can be large), remembering only that it closed."""
         state = self._states.get(rollout_id)
@@ -90,6 +97,8 @@ class RolloutRegistry:
             state.closed = True
             state.history.clear()
             state.responses.clear()
+        if self.on_close is not None:
+            self.on_close(rollout_id)
 
     async def _load(self, rollout_id: str) -> RolloutState:
         fut = self._loading.get(rollout_id)

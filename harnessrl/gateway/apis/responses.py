@@ -5,8 +5,8 @@ custom tool calls and their outputs, reasoning) into chat messages. Tool groups 
 flattened into function tools named ``<group>__<tool>`` and their calls mapped back to the group and name
 the harness declared; free-form ``custom`` tools become functions of one string argument ``input``;
 hosted tools the policy cannot run (``web_search``, ``file_search``, ``code_interpreter``, ...) are left
-out and noted. ``previous_response_id`` continues a conversation the gateway kept in memory (the caller
-passes its messages in). ``ResponseEncoder`` turns chat deltas into the Responses event stream as they
+out and noted. ``previous_response_id`` continues a conversation the gateway kept (the caller passes its
+messages in): the last few of a live rollout in memory, older ones read back from its recorded calls. ``ResponseEncoder`` turns chat deltas into the Responses event stream as they
 arrive and builds the complete response object from the same deltas.
 """
 
@@ -35,6 +35,7 @@ from harnessrl.gateway.apis.base import (
     kind as _kind,
 )
 from harnessrl.gateway.errors import BadRequest
+from harnessrl.types import ApiKind, Call, CallStatus
 
 _USED = frozenset({"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools",
                    "tool_choice", "parallel_tool_calls", "stream", "previous_response_id", "text"})
@@ -409,3 +410,44 @@ def conversation(chat: dict[str, Any], start: int, response: dict[str, Any]) -> 
     if calls:
         msg["tool_calls"] = calls
     return [*msgs, msg]
+
+
+# -- conversations kept for previous_response_id ----------------------------------------------------------
+#: Conversations kept in memory per live rollout (the latest answers: what a stateful client continues).
+#: Older ones are read back from the store when named (``rebuild_conversation``), so what this bounds is
+#: memory, not which responses a harness may continue.
+KEEP_CONVERSATIONS = 4
+
+
+def keep_conversation(kept: dict[str, bytes], response_id: str, conversation: list[dict[str, Any]]) -> None:
+    """Keep ``conversation`` as JSON (its exact size, a third of the Python objects') among the last few."""
+    kept.pop(response_id, None)
+    kept[response_id] = orjson.dumps(conversation)
+    while len(kept) > KEEP_CONVERSATIONS:
+        kept.pop(next(iter(kept)))
+
+
+def kept_conversation(kept: dict[str, bytes], response_id: str) -> list[dict[str, Any]] | None:
+    raw = kept.get(response_id)
+    return None if raw is None else orjson.loads(raw)
+
+
+def rebuild_conversation(calls: list[Call], response_id: str) -> list[dict[str, Any]] | None:
+    """The conversation ``response_id`` ends, rebuilt from a rollout's recorded calls (oldest first), or
+    None when none of its answered Responses calls gave that id. Each call's own ``previous_response_id``
+    is resolved from the ones before it."""
+    built: dict[str, list[dict[str, Any]]] = {}
+    for call in calls:
+        resp = call.response
+        if call.api != ApiKind.RESPONSES or call.status != CallStatus.OK or not isinstance(resp, dict):
+            continue
+        try:
+            prev = call.request.get("previous_response_id")
+            t = to_chat(call.request, built.get(prev) if isinstance(prev, str) else None)
+            conv = conversation(t.chat, t.notes.get("conversation_start", 0), resp)
+        except (BadRequest, KeyError, TypeError, ValueError):
+            continue  # an answer we cannot read back
+        built[resp["id"]] = conv
+        if resp["id"] == response_id:
+            return conv
+    return None

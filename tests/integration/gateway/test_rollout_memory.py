@@ -1,0 +1,63 @@
+"""What an open rollout keeps in the gateway's memory is bounded in bytes, not only in counts: the fidelity
+check keeps one packed sequence and a few digests; the Responses API keeps its last few conversations
+and reads older ones back from the store when a harness continues one."""
+
+from __future__ import annotations
+
+import openai
+
+from harnessrl.gateway.apis.responses import KEEP_CONVERSATIONS
+from harnessrl.gateway.fidelity import KEEP, PromptHistory
+from harnessrl.types import Fidelity
+
+
+def test_fidelity_state_stays_one_context_after_many_calls():
+    history = PromptHistory()
+    seq: list[int] = []
+    for turn in range(500):  # a long rollout: 500 calls, its context growing to 10,000 tokens
+        seq = (seq + list(range(100_000 + turn, 100_020 + turn)))[-10_000:]
+        history.append(seq)
+    assert len(history) == KEEP
+    assert history.nbytes() <= 4 * len(seq) + 16 * (KEEP - 1)  # was 4 lists of Python ints: 8+ bytes/token
+
+
+def test_fidelity_checks_each_kept_sequence():
+    history = PromptHistory()
+    seqs = [[1, 2, 3], [9, 9], [5, 6, 7, 8], [4, 4, 4], [1 << 40, 2]]
+    for s in seqs:
+        history.append(s)
+    assert history.classify([1 << 40, 2]) == (Fidelity.EXACT, None)  # the latest, int64 ids
+    assert history.classify([5, 6, 7, 8, 0]) == (Fidelity.EXTENDED, None)  # an older one: by digest
+    assert history.classify([9, 9]) == (Fidelity.EXACT, None)
+    verdict, reason = history.classify([1, 2, 3, 4])  # the oldest fell out of the last KEEP
+    assert verdict == Fidelity.RERENDERED and "differs at token 0" in reason
+    assert history.classify([1 << 40, 3])[1].endswith("differs at token 1)")
+
+
+def test_responses_older_than_those_kept_are_read_back_from_the_store(gw):
+    r = gw.rollout()
+    c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
+    first = c.responses.create(model="m", input="first question", max_output_tokens=8)
+    prev = first
+    for i in range(2 * KEEP_CONVERSATIONS):
+        prev = c.responses.create(model="m", input=f"follow-up {i}", previous_response_id=prev.id,
+                                  max_output_tokens=8)
+    state = gw.gateway.registry._states[r.id]
+    assert len(state.responses) == KEEP_CONVERSATIONS and first.id not in state.responses
+    assert all(isinstance(v, bytes) for v in state.responses.values())  # JSON, a third of the objects
+
+    branch = c.responses.create(model="m", input="another branch", previous_response_id=first.id,
+                                max_output_tokens=8)
+    calls = gw.store.get_calls(r.id)
+    served = gw.engine.requests[-1]["messages"]
+    assert [m["content"] for m in served] == ["first question", first.output_text, "another branch"]
+    assert calls[-1].response["id"] == branch.id
+    # a chain continued past the kept ones also reads back whole
+    c.responses.create(model="m", input="again", previous_response_id=calls[2].response["id"], max_output_tokens=8)
+    assert len(gw.engine.requests[-1]["messages"]) == 2 * 3 + 1
+    try:
+        c.responses.create(model="m", input="x", previous_response_id="resp_not_this_rollouts")
+    except openai.BadRequestError as exc:
+        assert "previous_response_id" in str(exc)
+    else:
+        raise AssertionError("an unknown previous_response_id was accepted")

@@ -133,6 +133,7 @@ class Controller:
         if judge is not None:
             self.judge = make_judge(judge, self.store, policy_urls=self.stack.gateway.gateway.config.engines,
                                     base_dir=self.config.base_dir)
+            await self.judge.preflight()
         return self
 
     def _hidden_from_attempts(self) -> list[Path]:

@@ -33,6 +33,7 @@ from rich.progress import (
 
 from harnessrl.config import HarnessConfig
 from harnessrl.controller import Controller, EvalResult, StepFailed
+from harnessrl.rewards.judge import JudgeSetupError
 from harnessrl.runners.env import base_env
 from harnessrl.runners.preflight import CommandNotFound, check_command
 from harnessrl.stack import Stack
@@ -46,7 +47,7 @@ from harnessrl.weights.versions import record_policy_version
 log = logging.getLogger(__name__)
 
 #: Errors that are the user's to fix: the CLI prints their message, not a traceback.
-RUN_ERRORS = (CommandNotFound, StepFailed)
+RUN_ERRORS = (CommandNotFound, StepFailed, JudgeSetupError)
 
 
 def preflight(config: HarnessConfig) -> None:

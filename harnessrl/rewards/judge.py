@@ -81,6 +81,13 @@ class Judge:
             self._model = await self._client.first_model()
         return self._model
 
+    async def preflight(self) -> None:
+        """Fail at the start of a run, not at the first scored group, when the endpoint cannot be reached."""
+        if self._model is None:
+            await self.model()
+        else:
+            await self._client.reachable()
+
     async def aclose(self) -> None:
         await self._client.aclose()
 

@@ -45,6 +45,14 @@ class JudgeClient:
             raise JudgeSetupError(f"[rewards.judge] model is not set and {self.base_url}/models did not name "
                                   f"one ({type(exc).__name__}: {exc}); set [rewards.judge] model") from None
 
+    async def reachable(self) -> None:
+        """Raise ``JudgeSetupError`` when nothing answers at the endpoint (any HTTP answer will do)."""
+        try:
+            await self._http.get("/models")
+        except httpx.HTTPError as exc:
+            raise JudgeSetupError(f"[rewards.judge] endpoint {self.base_url} unreachable ({type(exc).__name__}: "
+                                  f"{exc}); start the judge model or fix [rewards.judge] url") from None
+
     async def complete(self, body: dict[str, Any]) -> tuple[str, str]:
         """``(answer text, model that answered)`` of one ``/chat/completions`` request."""
         try:

@@ -204,3 +204,26 @@ def test_a_task_without_rubric_is_a_judge_failure_with_the_fix(judge_server: Eng
                                                                                   store=store)))
     assert outcome.failure_kind == FailureKind.INFRA  # type: ignore[attr-defined]
     assert "rubric" in (outcome.reason or "")  # type: ignore[attr-defined]
+
+
+def test_preflight_names_an_unreachable_judge(judge_server: EngineServer, store: Store) -> None:
+    import socket
+
+    from harnessrl.rewards.judge import JudgeSetupError
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+
+    async def preflight(url: str, model: str | None) -> None:
+        judge = Judge(judge_config(url, model=model), url=url, store=store)
+        try:
+            await judge.preflight()
+        finally:
+            await judge.aclose()
+
+    asyncio.run(preflight(judge_server.url, None))
+    asyncio.run(preflight(judge_server.url, "named"))
+    for model in (None, "named"):
+        with pytest.raises(JudgeSetupError, match="url|model"):
+            asyncio.run(preflight(dead, model))

@@ -177,4 +177,8 @@ class RewardConfig(BaseModel):
             raise ValueError('[rewards] weights are used with combine = "weighted" only')
         if (self.combine == "judge" or "judge" in self.weights) and self.judge is None:
             raise ValueError("[rewards] combine uses the judge, but there is no [rewards.judge] section")
+        if self.combine == "auto" and self.judge is not None and self.verifier:
+            raise ValueError('[rewards] has a verifier and a judge: say how they combine, e.g. combine = "weighted" '
+                             'with weights = {verifier = 0.5, judge = 0.5} (auto would take the verifier and pay the '
+                             "judge for nothing)")
         return self

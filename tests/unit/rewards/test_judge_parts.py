@@ -107,6 +107,8 @@ def test_config_checks() -> None:
         RewardConfig(combine="weighted", weights={"vibes": 1.0})
     with pytest.raises(ValueError, match="no \\[rewards.judge\\]"):
         RewardConfig(combine="judge")
+    with pytest.raises(ValueError, match="verifier and a judge"):
+        RewardConfig(verifier=["python", "v.py"], judge=JudgeConfig(url="policy"))
     RewardConfig(combine="weighted", weights={"verifier": 0.5, "judge": 0.5}, judge=JudgeConfig(url="policy"))
 
 

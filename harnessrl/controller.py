@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from harnessrl.config import HarnessConfig
+from harnessrl.gateway.redact import Redactor
 from harnessrl.rewards import close_rollout, score_attempt
 from harnessrl.rewards.judge import Judge, JudgeSetupError, Verdict, make_judge
 from harnessrl.rewards.outcome import rollout_reward
@@ -455,6 +456,7 @@ class Controller:
         if not infra:
             return
         reason, n = Counter(r.error or "no reason recorded" for r in infra).most_common(1)[0]
+        reason = Redactor(self.config.gateway.redact_patterns)(reason)  # printed and kept in events.jsonl
         self._event("step_failed", step=step, infra=len(infra), reason=reason)
         raise StepFailed(
             f"step {step}: all {len(infra)} attempts failed before they could be scored (infra), "

@@ -9,7 +9,9 @@ that retention purged are skipped with a warning that counts them.
 
 Redaction: the gateway stores requests and responses redacted already; export applies the configured
 patterns again (the gateway's defaults, the run's ``[gateway] redact_patterns`` and any ``--redact``),
-so a store recorded with weaker patterns does not leak through an export.
+so a store recorded with weaker patterns does not leak through an export. Token IDs are exported as
+stored: the gateway replaced a secret's tokens with a placeholder when it recorded the call
+(``docs/security.md``); ``redacted`` counts them in a sample, and they are under loss mask 0.
 
 Load with ``datasets.load_dataset("parquet", data_files=PATH)`` or ``("json", data_files=PATH)``.
 """
@@ -48,7 +50,8 @@ def _schema() -> Any:
         ("fidelity_reason", pa.string()), ("call_indices", pa.list_(pa.int64())),
         ("policy_versions", pa.list_(pa.int64())), ("call_spans", pa.list_(pa.list_(pa.int64()))),
         ("token_ids", pa.list_(pa.int64())), ("loss_mask", pa.list_(pa.int8())),
-        ("behaviour_logprobs", pa.list_(pa.float32())), ("request", pa.string()), ("response", pa.string()),
+        ("behaviour_logprobs", pa.list_(pa.float32())), ("redacted", pa.int64()), ("request", pa.string()),
+        ("response", pa.string()),
     ])
 
 
@@ -92,7 +95,7 @@ def sample_records(store: Store, *, run_id: str | None = None, status: RolloutSt
                 "fidelity_reason": s.fidelity_reason, "call_indices": list(s.call_indices),
                 "policy_versions": list(s.policy_versions), "call_spans": [list(sp) for sp in s.call_spans],
                 "token_ids": list(s.token_ids), "loss_mask": list(s.loss_mask),
-                "behaviour_logprobs": list(s.behaviour_logprobs),
+                "behaviour_logprobs": list(s.behaviour_logprobs), "redacted": s.redacted,
                 "request": orjson.dumps(redactor(last.request)).decode(),
                 "response": None if last.response is None else orjson.dumps(redactor(last.response)).decode(),
             }

@@ -10,7 +10,6 @@ import argparse
 import logging
 import os
 import sys
-import tomllib
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -21,54 +20,37 @@ T = TypeVar("T")
 log = logging.getLogger("harnessrl")
 
 
-def _load_toml(path: str | None) -> dict[str, Any]:
-    if not path:
-        return {}
-    try:
-        with Path(path).open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise SystemExit(f"config file not found: {path}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SystemExit(f"config file {path} is not valid TOML: {exc}") from None
-
-
-def _start_embedded(data: dict[str, Any]) -> str:
+def _start_embedded(engine: Any) -> str:
     """Load the embedded engine (``[engine]`` section of the config) and serve it on loopback."""
-    from harnessrl.engines import EngineConfig
     from harnessrl.engines.embedded.server import start_embedded
 
-    section = {k: v for k, v in data.get("engine", {}).items() if k != "urls"}
-    server = start_embedded(EngineConfig.model_validate({**section, "kind": "embedded"}))
+    server = start_embedded(engine.model_copy(update={"kind": "embedded", "urls": []}))
     return server.base_url
 
 
 def cmd_gateway(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from harnessrl.gateway import Gateway, GatewayConfig
+    from harnessrl.config import ConfigError, load_config
+    from harnessrl.gateway import Gateway
     from harnessrl.store import open_store
 
-    data = _load_toml(args.config)
-    section = dict(data.get("gateway", {}))
-    for flag, key in (("host", "host"), ("port", "port"), ("model_name", "model_name"),
-                      ("render_mode", "render_mode"), ("public_url", "public_url")):
-        if getattr(args, flag) is not None:
-            section[key] = getattr(args, flag)
+    flags = {key: getattr(args, key) for key in ("host", "port", "model_name", "render_mode", "public_url")
+             if getattr(args, key) is not None}
     if args.engine:
-        section["engines"] = args.engine
+        flags["engines"] = args.engine
     try:
-        config = GatewayConfig.model_validate(section)
-    except Exception as exc:  # pydantic's message names the bad key
-        raise SystemExit(f"invalid gateway configuration: {exc}") from None
+        harness = load_config(args.config, {"gateway": flags}, gateway_alone=True)
+    except ConfigError as exc:  # the message names the file and the bad key
+        raise SystemExit(str(exc)) from None
+    config = harness.gateway
     if "embedded" in config.engines and "tokenizer" not in config.render.model_fields_set:
         # the gateway decodes stored token IDs (to redact secrets) with the served model's tokenizer
-        spec = data.get("engine", {}).get("model") or "smollm2"
-        config.render = config.render.model_copy(update={"tokenizer": spec})
-    config.engines = [_start_embedded(data) if e == "embedded" else e for e in config.engines]
+        config.render = config.render.model_copy(update={"tokenizer": harness.engine.model})
+    config.engines = [_start_embedded(harness.engine) if e == "embedded" else e for e in config.engines]
     if not config.engines:
         raise SystemExit("no engine configured: pass --engine http://HOST:PORT/v1 (repeatable) or --engine embedded")
-    db = args.db or data.get("store", {}).get("url") or "sqlite:///harnessrl.db"
+    db = args.db or harness.store.url or "sqlite:///harnessrl.db"
     store = open_store(db)
     gateway = Gateway(store, config)
     if gateway.generated_admin_token:

@@ -157,21 +157,31 @@ class HarnessConfig(BaseModel):
         return self.store.url or f"sqlite:///{self.run_dir / 'store.db'}"
 
 
-def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> HarnessConfig:
-    """Read and validate a TOML config; ``overrides`` are merged per section (CLI flags)."""
-    path = Path(path)
-    try:
-        with path.open("rb") as f:
-            data = tomllib.load(f)
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None, *,
+                gateway_alone: bool = False) -> HarnessConfig:
+    """Read and validate a TOML config; ``overrides`` are merged per section (CLI flags).
+
+    ``path`` None: every default (``harnessrl gateway`` given flags only). ``gateway_alone``: the gateway
+    serves by itself (``harnessrl gateway``) on its own default port and render mode; a run's stack
+    (``train``/``collect``) defaults them to a free port and gateway-side rendering.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        try:
+            with path.open("rb") as f:
+                data = tomllib.load(f)
+        except FileNotFoundError:
+            raise ConfigError(f"config file not found: {path}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     for section, values in (overrides or {}).items():
         data.setdefault(section, {}).update(values)
-    data.setdefault("gateway", {}).setdefault("port", 0)
-    data["gateway"].setdefault("render_mode", "gateway")
-    base = path.parent.resolve()
+    data.setdefault("gateway", {})
+    if not gateway_alone:
+        data["gateway"].setdefault("port", 0)
+        data["gateway"].setdefault("render_mode", "gateway")
+    base = path.parent.resolve() if path is not None else Path.cwd()
     runner = data.get("runner", {})
     local = runner.get("kind", "local") == "local"  # a Kubernetes command names paths inside the pod
     for section, key in (("runner", "command"), ("rewards", "verifier")):
@@ -186,7 +196,7 @@ def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> Ha
     try:
         return HarnessConfig.model_validate({**data, "base_dir": base})
     except ValidationError as exc:
-        raise ConfigError(f"invalid config {path}:\n{exc}") from None
+        raise ConfigError(f"invalid config {path or '(command-line flags)'}:\n{exc}") from None
 
 
 def _absolute_files(argv: list[Any], base: Path) -> list[Any]:

@@ -58,6 +58,24 @@ def test_missing_config_file(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml")
 
 
+def test_the_gateway_command_reads_the_same_config_with_the_gateways_own_defaults(tmp_path: Path) -> None:
+    """``harnessrl gateway`` validates the whole file like ``train`` (a typo is named, not ignored), but
+    serves on the gateway's own port and render mode unless the file or a flag says otherwise."""
+    alone = load_config(None, {"gateway": {"engines": ["http://127.0.0.1:9/v1"]}}, gateway_alone=True)
+    assert (alone.gateway.port, alone.gateway.render_mode) == (8400, "engine")
+    run = load_config(write(tmp_path, "[store]\nurl = 'sqlite:///x.db'\n"))
+    assert (run.gateway.port, run.gateway.render_mode) == (0, "gateway") and run.store.url == "sqlite:///x.db"
+    flagged = load_config(write(tmp_path, "[gateway]\nport = 9000\n"), {"gateway": {"port": 9001}},
+                          gateway_alone=True)
+    assert flagged.gateway.port == 9001
+    with pytest.raises(ConfigError, match="gatway"):
+        load_config(write(tmp_path, "[gatway]\nport = 9000\n"), gateway_alone=True)
+    with pytest.raises(SystemExit, match="gatway"):  # the command line says it in one line, no traceback
+        from harnessrl.cli import main
+
+        main(["gateway", "--config", str(tmp_path / "c.toml"), "--engine", "http://127.0.0.1:9/v1"])
+
+
 def _tasks(tmp_path: Path, train: list[object], eval_: list[object] | None = None) -> Path:
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(t) + "\n" for t in train))
     extra = ""

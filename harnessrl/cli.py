@@ -154,8 +154,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def _filters(args: argparse.Namespace) -> Any:
+    from harnessrl.inspection.rollout_pages import Filters
     from harnessrl.types import FailureKind, RolloutStatus
-    from harnessrl.ui.summary import Filters
 
     return Filters(run=args.run, step=args.step, task=args.task,
                    status=RolloutStatus(args.status) if args.status else None,

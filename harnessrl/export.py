@@ -26,11 +26,11 @@ from typing import Any, Literal
 import orjson
 
 from harnessrl.gateway.redact import redactor_for
+from harnessrl.inspection.rollout_view import sample_config
 from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.store import NotFound, Store
 from harnessrl.training.samples import build_samples
 from harnessrl.types import Rollout, RolloutStatus
-from harnessrl.ui.views import sample_config
 
 log = logging.getLogger(__name__)
 

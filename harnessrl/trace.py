@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from harnessrl.inspection.rollout_pages import Filters, RolloutRow, rollout_page
 from harnessrl.store import Store
-from harnessrl.ui.summary import Filters, RolloutRow, rollout_page
 
 
 def _secs(s: float | None) -> str:
@@ -58,7 +58,7 @@ def print_rollouts(store: Store, filters: Filters, limit: int, console: Console)
 
 def print_rollout(store: Store, rollout_id: str, console: Console, log_lines: int = 40) -> None:
     """One rollout: facts, rewards, calls (with how each was trained), samples, last log lines."""
-    from harnessrl.ui.views import call_training, rollout_view
+    from harnessrl.inspection.rollout_view import call_training, rollout_view
 
     v = rollout_view(store, rollout_id)
     r = v.rollout

@@ -26,8 +26,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from harnessrl.inspection.conversation import Turn, request_turns, response_turns
 from harnessrl.types import Call, CallStatus
-from harnessrl.ui.conversation import Turn, request_turns, response_turns
 
 
 def _answer_turn(call: Call) -> Turn | None:

@@ -20,12 +20,13 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from harnessrl.inspection.conversation import pretty_json, request_turns, response_turns
+from harnessrl.inspection.rollout_pages import Filters, rollout_page
+from harnessrl.inspection.rollout_view import call_training, judge_exchange, rollout_view, sample_segments
 from harnessrl.store import NotFound, Store
 from harnessrl.training.samples import redacted_positions
 from harnessrl.types import FailureKind, RolloutStatus
-from harnessrl.ui import summary, views
 from harnessrl.ui.auth import VIEWER, TokenGate
-from harnessrl.ui.conversation import pretty_json, request_turns, response_turns
 from harnessrl.ui.plots import Series, line_chart
 from harnessrl.ui.runfiles import find_run_dir, load_run_files
 from harnessrl.ui.tokens import Tokenizers, token_cells
@@ -91,26 +92,26 @@ class Dashboard:
         reward = line_chart("reward", [Series("train (mean per step)", files.train_reward()),
                                        Series("held-out (per evaluation)", files.held_out_reward())])
         charts = [line_chart(name, [Series(name, files.series(name))]) for name in files.metric_names()]
-        f = summary.Filters.parse(request.query_params, run=run.id)
-        rows, more = summary.rollout_page(self.store, f)
+        f = Filters.parse(request.query_params, run=run.id)
+        rows, more = rollout_page(self.store, f)
         return self.render(request, "run.html", run=run, files=files, reward_chart=reward, charts=charts,
                            versions=self.store.list_policy_versions(run.id), rows=rows, more=more, f=f,
                            base=f"/runs/{quote(run.id, safe='')}", config_json=pretty_json(run.config))
 
     def rollouts(self, request: Request) -> Response:
-        f = summary.Filters.parse(request.query_params)
-        rows, more = summary.rollout_page(self.store, f)
+        f = Filters.parse(request.query_params)
+        rows, more = rollout_page(self.store, f)
         return self.render(request, "rollouts.html", rows=rows, more=more, f=f, base="/rollouts")
 
     def rollout(self, request: Request) -> Response:
         rid = request.path_params["rollout"]
         try:
-            v = views.rollout_view(self.store, rid)
+            v = rollout_view(self.store, rid)
         except NotFound:
             return self.not_found(request, f"rollout {rid!r}")
-        trained = {c.index: views.call_training(c, v.samples) for c in v.calls}
-        segments = [views.sample_segments(s) for s in v.samples.samples]
-        judge_prompt, judge_answer = views.judge_exchange(self.store, v.judge_calls[-1]) if v.judge_calls else (None, None)
+        trained = {c.index: call_training(c, v.samples) for c in v.calls}
+        segments = [sample_segments(s) for s in v.samples.samples]
+        judge_prompt, judge_answer = judge_exchange(self.store, v.judge_calls[-1]) if v.judge_calls else (None, None)
         return self.render(request, "rollout.html", v=v, trained=trained, segments=segments,
                            input_json=pretty_json(v.rollout.input), metadata_json=pretty_json(v.rollout.metadata),
                            judge_prompt=judge_prompt, judge_answer=judge_answer)
@@ -119,11 +120,11 @@ class Dashboard:
         rid = request.path_params["rollout"]
         try:
             index = int(request.path_params["index"])
-            v = views.rollout_view(self.store, rid)
+            v = rollout_view(self.store, rid)
             call = next(c for c in v.calls if c.index == index)
         except (NotFound, ValueError, StopIteration):
             return self.not_found(request, f"call {request.path_params['index']!r} of rollout {rid!r}")
-        training = views.call_training(call, v.samples)
+        training = call_training(call, v.samples)
         decode = self.tokenizers.decoder(v.run.config if v.run else None)
         prompt = call.prompt_token_ids
         cut = max(0, len(prompt) - MAX_TOKENS_SHOWN)

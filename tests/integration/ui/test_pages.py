@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from harnessrl.inspection.rollout_pages import Filters, rollout_page
 from harnessrl.store import Store
 from harnessrl.types import RolloutStatus
 from harnessrl.ui import dashboard_app
-from harnessrl.ui.summary import Filters, rollout_page
 
 from .fixture_data import XSS, Fixture
 

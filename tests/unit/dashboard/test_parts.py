@@ -10,13 +10,13 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from harnessrl.inspection.conversation import request_turns, response_turns
+from harnessrl.inspection.rollout_view import sample_segments
 from harnessrl.types import Run, Sample, SampleFidelity
 from harnessrl.ui.auth import _safe_next
-from harnessrl.ui.conversation import request_turns, response_turns
 from harnessrl.ui.plots import Series, line_chart
 from harnessrl.ui.runfiles import find_run_dir, load_run_files
 from harnessrl.ui.tokens import token_cells
-from harnessrl.ui.views import sample_segments
 
 
 def test_chart_points_and_escaping() -> None:

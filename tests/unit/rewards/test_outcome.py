@@ -13,13 +13,13 @@ import pytest
 
 from harnessrl.controller import Controller
 from harnessrl.export import sample_records
+from harnessrl.inspection.rollout_pages import Filters, rollout_page
 from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.store import Store, open_store
 from harnessrl.store.base import NewCall
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.train_batch import batch_from_store
 from harnessrl.types import FINAL_REWARD, ApiKind, CallStatus, ChoiceTokens, Reward, RolloutStatus
-from harnessrl.ui.summary import Filters, rollout_page
 
 
 def test_the_rule() -> None:

@@ -1,6 +1,6 @@
-"""What the rollout and call pages show: a rollout's calls, rewards and samples (via ``build_samples``).
+"""One rollout as the dashboard and ``harnessrl show`` present it: calls, rewards, samples.
 
-Pure data: the templates only lay it out. A page reads one rollout's calls; never a scan of the store.
+Pure data: pages and the terminal only lay it out. Reads one rollout's calls; never a scan of the store.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import json
 from dataclasses import dataclass
 
 from harnessrl.gateway.redact import redact_rollout, redactor_for
+from harnessrl.inspection.rollout_pages import duration_s
 from harnessrl.store import JudgeCall, NotFound, Store
 from harnessrl.training.config import SampleConfig, TrainingConfig
 from harnessrl.training.samples import SampleSet, build_samples
 from harnessrl.types import Call, CallStatus, Reward, Rollout, Run, Sample
-from harnessrl.ui.summary import duration_s
 
 
 def sample_config(run: Run | None) -> SampleConfig:

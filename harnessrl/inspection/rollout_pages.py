@@ -1,4 +1,4 @@
-"""Tables of rollouts: one page of a filtered list, with call counts, main reward and duration.
+"""Tables of rollouts: one page of a filtered list, with call counts, outcome reward and duration.
 
 Light on purpose (no training imports), so ``harnessrl rollouts`` starts fast. A page costs two indexed
 queries: ``list_rollouts`` with ``limit``/``offset`` and one batched ``rollout_stats``.

@@ -34,6 +34,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     from harnessrl.config import ConfigError, load_config
     from harnessrl.gateway import Gateway
     from harnessrl.store import open_store
+    from harnessrl.ui import mount_dashboard
 
     flags = {key: getattr(args, key) for key in ("host", "port", "model_name", "render_mode", "public_url")
              if getattr(args, key) is not None}
@@ -53,6 +54,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     db = args.db or harness.store.url or "sqlite:///harnessrl.db"
     store = open_store(db)
     gateway = Gateway(store, config)
+    mount_dashboard(gateway)
     if gateway.generated_admin_token:
         # Printed to the terminal only (never logged or stored): the controller needs it to create rollouts.
         print(f"harnessrl gateway admin token: {gateway.admin_token}", file=sys.stderr, flush=True)

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.config import HarnessConfig
-from harnessrl.gateway import GatewayServer, serve_in_thread
+from harnessrl.gateway import Gateway, GatewayServer
 from harnessrl.store import Store
+from harnessrl.ui import mount_dashboard
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,9 @@ class Stack:
             from harnessrl.engines import vllm_stack
 
             gw_config = gw_config.model_copy(update=vllm_stack.gateway_overrides(config, engine_server))
-        gateway = serve_in_thread(store, engines, gw_config)
+        gateway_app = Gateway(store, gw_config)
+        mount_dashboard(gateway_app)  # /ui over the run's store, behind the admin token
+        gateway = GatewayServer(gateway_app).start()
         if trainer is not None and config.engine.kind == "vllm":
             vllm_stack.attach_gateway(trainer.publisher, gateway.url, gateway.gateway.admin_token)
             if trainer.policy_version > 0:  # a resumed run: serve the checkpoint's weights again

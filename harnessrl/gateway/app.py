@@ -38,7 +38,6 @@ from harnessrl.gateway.rollout_registry import RolloutRegistry
 from harnessrl.rewards.posted import SCORING_NAMES
 from harnessrl.store.base import RolloutClosed, Store
 from harnessrl.types import ApiKind
-from harnessrl.ui import LazyDashboard
 
 log = logging.getLogger(__name__)
 
@@ -112,10 +111,13 @@ class Gateway:
             Route("/admin/resume", r(admin.resume), methods=["POST"]),
             Route("/admin/policy_version", r(admin.policy_version), methods=["POST"]),
             Route("/admin/status", r(admin.status), methods=["GET"]),
-            # The dashboard, read-only over the same store, behind the admin token (cookie after ?token=).
-            Mount("/ui", app=LazyDashboard(self.store, token=self.admin_token, viewer_token=self.viewer_token)),
         ]
         return Starlette(routes=routes, lifespan=self.lifespan)
+
+    def mount(self, path: str, app: Any) -> None:
+        """Serve another ASGI app under ``path`` (before serving starts): how a composing layer adds the
+        dashboard (``harnessrl.ui.mount_dashboard``) without the gateway knowing it."""
+        self.app.router.routes.append(Mount(path, app=app))
 
     # -- harness routes -------------------------------------------------------------------------------
     async def _chat(self, request: Request) -> Response:

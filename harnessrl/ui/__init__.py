@@ -1,7 +1,8 @@
 """The dashboard: runs, reward curves, rollouts, and each call's tokens coloured by loss mask and logprob.
 
-``harnessrl ui --db URL`` serves it alone; the gateway serves it at ``/ui`` behind its admin token
-(``LazyDashboard``: the pages import the training code, so the gateway loads them on first visit).
+``harnessrl ui --db URL`` serves it alone; ``mount_dashboard`` adds it to a gateway at ``/ui`` behind the
+gateway's admin token (what ``harnessrl gateway`` and a run's stack do; the gateway itself knows no
+dashboard). ``LazyDashboard``: the pages import the sample-building code, so they load on first visit.
 """
 
 from __future__ import annotations
@@ -10,11 +11,14 @@ import asyncio
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessrl.store import Store
 
-__all__ = ["LazyDashboard", "dashboard_app"]
+if TYPE_CHECKING:
+    from harnessrl.gateway import Gateway
+
+__all__ = ["LazyDashboard", "dashboard_app", "mount_dashboard"]
 
 
 def dashboard_app(store: Store, *, token: str | None = None, viewer_token: str | None = None,
@@ -51,3 +55,11 @@ class LazyDashboard:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         app = self._app or await asyncio.to_thread(self._get)
         await app(scope, receive, send)
+
+
+def mount_dashboard(gateway: Gateway) -> Gateway:
+    """Serve the dashboard at the gateway's ``/ui``, read-only over its store, behind its admin token
+    (a cookie after ``?token=``; the viewer token opens the pages only, never the admin API)."""
+    gateway.mount("/ui", LazyDashboard(gateway.store, token=gateway.admin_token,
+                                       viewer_token=gateway.viewer_token))
+    return gateway

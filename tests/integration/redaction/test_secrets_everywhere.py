@@ -30,6 +30,7 @@ from harnessrl.models import load_tokenizer
 from harnessrl.store import open_store
 from harnessrl.training.samples import build_samples
 from harnessrl.types import FailureKind, RolloutStatus
+from harnessrl.ui import mount_dashboard
 
 SECRET = "sk-live-4f9Qz7XbT2mK8wR1nV6cY3hJ"
 #: Enough of the key to identify it: what must never be readable anywhere.
@@ -67,7 +68,7 @@ def recorded(request, engine: str, tmp_path: Path, caplog: pytest.LogCaptureFixt
     # as `harnessrl gateway --engine embedded` configures it: the served model's tokenizer
     config = GatewayConfig(port=0, engines=[engine], admin_token=TOKEN, render_mode=request.param,
                            render=RenderConfig(tokenizer="smollm2"))
-    server = GatewayServer(Gateway(store, config)).start()
+    server = GatewayServer(mount_dashboard(Gateway(store, config))).start()
     admin = httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=300)
     try:
         made = admin.post("/admin/rollouts", json={"task_id": "t", "group_id": "g", "run_id": "run-1",

@@ -18,6 +18,7 @@ from fakes.fake_engine import EngineServer, FakeEngine  # noqa: E402
 
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer  # noqa: E402
 from harnessrl.store import Store, open_store  # noqa: E402
+from harnessrl.ui import mount_dashboard  # noqa: E402
 from harnessrl.ui.auth import COOKIE  # noqa: E402
 
 from .browser import browser_page, needs_browser, shot  # noqa: E402
@@ -30,8 +31,8 @@ def gateway(tmp_path: Path) -> Iterator[tuple[str, Store, str]]:
     """A gateway over a fake engine with one rollout of two chat calls; yields (url, store, rollout id)."""
     store = open_store(f"sqlite:///{tmp_path / 'gw.db'}")
     engine = EngineServer(FakeEngine()).start()
-    server = GatewayServer(Gateway(store, GatewayConfig(port=0, engines=[engine.url], admin_token=TOKEN,
-                                                        health_interval_s=0.2))).start()
+    gw = Gateway(store, GatewayConfig(port=0, engines=[engine.url], admin_token=TOKEN, health_interval_s=0.2))
+    server = GatewayServer(mount_dashboard(gw)).start()  # the dashboard at /ui, as harnessrl gateway serves it
     try:
         admin = {"Authorization": f"Bearer {TOKEN}"}
         with httpx.Client(base_url=server.url, timeout=30) as c:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.testclient import TestClient
 
 from harnessrl.store import Store
-from harnessrl.ui import dashboard_app
+from harnessrl.ui import dashboard_app, mount_dashboard
 
 from .fixture_data import Fixture
 
@@ -39,8 +39,9 @@ def test_the_gateways_viewer_token_opens_the_dashboard_only(tmp_path) -> None:  
 
     store = open_store(f"sqlite:///{tmp_path / 'gw.db'}")
     engine = EngineServer(FakeEngine()).start()
-    server = GatewayServer(Gateway(store, GatewayConfig(port=0, engines=[engine.url], admin_token=OPERATOR,
-                                                        viewer_token=VIEWER, health_interval_s=0.2))).start()
+    gw = Gateway(store, GatewayConfig(port=0, engines=[engine.url], admin_token=OPERATOR, viewer_token=VIEWER,
+                                      health_interval_s=0.2))
+    server = GatewayServer(mount_dashboard(gw)).start()
     try:
         viewer = {"Authorization": f"Bearer {VIEWER}"}
         assert httpx.get(f"{server.url}/ui/", headers=viewer).status_code == 200

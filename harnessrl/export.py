@@ -14,6 +14,8 @@ stored: the gateway replaced a secret's tokens with a placeholder when it record
 (``docs/security.md``); ``redacted`` counts them in a sample, and they are under loss mask 0.
 
 Load with ``datasets.load_dataset("parquet", data_files=PATH)`` or ``("json", data_files=PATH)``.
+The schema is versioned: every record carries ``format_version`` (``FORMAT_VERSION``), documented field
+by field in ``docs/trajectory-format.md``; ``harnessrl import`` (``harnessrl/importer.py``) reads it back.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ log = logging.getLogger(__name__)
 
 Format = Literal["parquet", "jsonl"]
 PAGE = 500
+#: Version of the record schema (docs/trajectory-format.md). Bump it when a field changes meaning or goes.
+FORMAT_VERSION = 1
 
 
 def _schema() -> Any:
@@ -43,14 +47,15 @@ def _schema() -> Any:
 
     reward = pa.struct([("name", pa.string()), ("value", pa.float64()), ("call_index", pa.int64())])
     return pa.schema([
-        ("rollout_id", pa.string()), ("run_id", pa.string()), ("task_id", pa.string()), ("group_id", pa.string()),
+        ("format_version", pa.int64()), ("rollout_id", pa.string()), ("run_id", pa.string()), ("task_id", pa.string()), ("group_id", pa.string()),
         ("step", pa.int64()), ("split", pa.string()), ("status", pa.string()), ("failure_kind", pa.string()),
         ("rollout_policy_version", pa.int64()), ("reward", pa.float64()), ("rewards", pa.list_(reward)),
         ("sample_index", pa.int64()), ("num_samples", pa.int64()), ("fidelity", pa.string()),
         ("fidelity_reason", pa.string()), ("call_indices", pa.list_(pa.int64())),
         ("policy_versions", pa.list_(pa.int64())), ("call_spans", pa.list_(pa.list_(pa.int64()))),
         ("token_ids", pa.list_(pa.int64())), ("loss_mask", pa.list_(pa.int8())),
-        ("behaviour_logprobs", pa.list_(pa.float32())), ("redacted", pa.int64()), ("request", pa.string()),
+        ("behaviour_logprobs", pa.list_(pa.float32())),
+        ("temperatures", pa.list_(pa.float64())), ("redacted", pa.int64()), ("request", pa.string()),
         ("response", pa.string()),
     ])
 
@@ -86,7 +91,7 @@ def sample_records(store: Store, *, run_id: str | None = None, status: RolloutSt
         for i, s in enumerate(built.samples):
             last = calls[s.call_indices[-1]]
             yield {
-                "rollout_id": r.id, "run_id": r.run_id, "task_id": r.task_id, "group_id": r.group_id,
+                "format_version": FORMAT_VERSION, "rollout_id": r.id, "run_id": r.run_id, "task_id": r.task_id, "group_id": r.group_id,
                 "step": r.step, "split": r.metadata.get("split"), "status": r.status.value,
                 "failure_kind": r.failure_kind.value if r.failure_kind else None,
                 "rollout_policy_version": r.policy_version, "reward": rollout_reward(rewards),
@@ -95,7 +100,8 @@ def sample_records(store: Store, *, run_id: str | None = None, status: RolloutSt
                 "fidelity_reason": s.fidelity_reason, "call_indices": list(s.call_indices),
                 "policy_versions": list(s.policy_versions), "call_spans": [list(sp) for sp in s.call_spans],
                 "token_ids": list(s.token_ids), "loss_mask": list(s.loss_mask),
-                "behaviour_logprobs": list(s.behaviour_logprobs), "redacted": s.redacted,
+                "behaviour_logprobs": list(s.behaviour_logprobs),
+                "temperatures": None if s.temperatures is None else list(s.temperatures), "redacted": s.redacted,
                 "request": orjson.dumps(redactor(last.request)).decode(),
                 "response": None if last.response is None else orjson.dumps(redactor(last.response)).decode(),
             }

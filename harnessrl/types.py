@@ -108,12 +108,15 @@ class SampleFidelity(enum.StrEnum):
 
     ``exact``: one call, nothing merged. ``merged``: several calls whose prompts extended the previous
     sequence, joined without retokenizing. ``split``: this sample starts where the previous call's tokens
-    were not a prefix of the next prompt (the reason says why).
+    were not a prefix of the next prompt (the reason says why). ``retokenized``: its tokens are not what an
+    engine sampled but a tokenizer's rendering of text (an imported conversation, a teacher's trace); the
+    reason says whose template, and behaviour logprobs are unknown (0.0), so only SFT trains it.
     """
 
     EXACT = "exact"
     MERGED = "merged"
     SPLIT = "split"
+    RETOKENIZED = "retokenized"
 
 
 class TaskSplit(enum.StrEnum):

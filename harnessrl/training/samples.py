@@ -214,6 +214,10 @@ def build_samples(
             fresh.append_call(call.index, call.policy_version, prompt, call.completion_token_ids,
                               call.completion_logprobs, call_temperature(call), redacted)
             opened.append(fresh)
+        retokenized = call.sampling.get("retokenized")
+        if retokenized:  # imported text rendered by a tokenizer, not sampled tokens: never passed off as exact
+            target = parent if parent is not None else opened[-1]
+            target.fidelity, target.reason = SampleFidelity.RETOKENIZED, str(retokenized)
         if config.choices == "all":
             for j, choice in enumerate(call.choices[1:], start=1):
                 if not choice.token_ids or len(choice.logprobs) != len(choice.token_ids):

@@ -16,7 +16,7 @@ from harnessrl.store.base import Store
 from harnessrl.training.advantages import RolloutRecord, compute_advantages
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.samples import build_samples
-from harnessrl.types import Call, Reward, Rollout, Sample
+from harnessrl.types import Call, Reward, Rollout, Sample, SampleFidelity
 
 
 @dataclass(slots=True)
@@ -42,6 +42,11 @@ def prepare_batch(
     for rollout, calls, rewards in rollouts:
         built = build_samples(calls, rollout.group_id, config.samples, rollout_id=rollout.id)
         counts.update(built.counts)
+        # Re-tokenized text (imported, a teacher's) has no behaviour logprobs to take a ratio against: SFT only.
+        retokenized = [s for s in built.samples if s.fidelity == SampleFidelity.RETOKENIZED]
+        if retokenized:
+            counts["excluded.retokenized_samples"] += len(retokenized)
+            built.samples = [s for s in built.samples if s.fidelity != SampleFidelity.RETOKENIZED]
         # Harness posts that scoring recorded without training them ([rewards] posted) stay out.
         records.append(RolloutRecord(rollout=rollout, rewards=trained_rewards(rewards), samples=built.samples))
     adv = compute_advantages(records, config)

@@ -18,6 +18,7 @@ does not know) the token arrays of such a call are dropped: safe, but the call c
 from __future__ import annotations
 
 import bisect
+import itertools
 import logging
 import re
 from collections.abc import Sequence
@@ -91,6 +92,11 @@ class TokenRedactor:
         self.tokenizer = tokenizer
         self.placeholder = placeholder_id(tokenizer) if tokenizer is not None else 0
         self._byte_level = tokenizer is not None and _is_byte_level(tokenizer)
+        self._pieces: dict[int, bytes] = {}  # token id -> its bytes (byte-level vocabularies)
+        # the Rust tokenizer itself when there is one: transformers' decode wrapper costs more than decoding
+        backend = getattr(tokenizer, "backend_tokenizer", None) if tokenizer is not None else None
+        self._backend = backend if hasattr(backend, "decode") else None
+        self._special = _special_ids(tokenizer, self._backend)
 
     @property
     def active(self) -> bool:
@@ -164,14 +170,24 @@ class TokenRedactor:
 
     # -- finding tokens -------------------------------------------------------------------------------
     def _scrub_arrays(self, a: _Arrays) -> bool:
-        """Replace matches in every view of the arrays until a whole round finds none (True), or give up."""
-        for _ in range(MAX_ROUNDS):
+        """Replace matches until every view of the arrays decodes clean (True), or give up (False).
+
+        Byte-level vocabularies are searched on the tokens' exact bytes (no decoding); the text the
+        tokenizer decodes is then checked once, and anything it still shows is found the slow way."""
+        if self._byte_level and self._rounds(a, self._byte_spans) and not self._rounds(a, self.spans, 1):
+            return True
+        return self._rounds(a, self.spans, MAX_ROUNDS)
+
+    def _rounds(self, a: _Arrays, finder: Any, rounds: int = MAX_ROUNDS) -> bool:
+        """Up to ``rounds`` passes of ``finder`` over every view, replacing what it finds; True when a
+        whole pass found nothing."""
+        for _ in range(rounds):
             found = False
             views: list[tuple[int | None, bool]] = [(i, True) for i in range(len(a.choices))]
             views += [(None, True)] + [(i, False) for i in range(len(a.choices))]
             for choice, with_prompt in views:
                 ids = (a.prompt if with_prompt else []) + (a.choices[choice] if choice is not None else [])
-                spans = self.spans(ids)
+                spans = finder(ids)
                 if not spans:
                     continue
                 found = True
@@ -187,44 +203,45 @@ class TokenRedactor:
         return False
 
     def _decode(self, ids: Sequence[int], skip_special: bool = False) -> str:
+        if self._backend is not None:
+            return self._backend.decode(list(ids), skip_special_tokens=skip_special)
         return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special, clean_up_tokenization_spaces=False)
 
     def spans(self, ids: Sequence[int]) -> list[Span]:
-        """Token spans ``[start, end)`` of ``ids`` whose text overlaps a match (empty when none does)."""
+        """Token spans ``[start, end)`` of ``ids`` whose decoded text overlaps a match (empty when none
+        does), found by decoding prefixes: right for any tokenizer."""
         assert self._re is not None
         if not ids:
             return []
         text = self._decode(ids)
         matches = [(m.start(), m.end()) for m in self._re.finditer(text) if m.end() > m.start()]
         if not matches:
+            if self._special.isdisjoint(ids):
+                return []
             special_free = self._decode(ids, skip_special=True)
             if special_free != text and self._re.search(special_free):
                 return [(0, len(ids))]  # a match only once special tokens are skipped: rare, be blunt
             return []
-        if self._byte_level:
-            spans = self._byte_spans(ids)
-            if spans:
-                return spans
         return self._char_spans(ids, matches)
 
     def _byte_spans(self, ids: Sequence[int]) -> list[Span]:
-        """Byte-level BPE: each token's exact bytes, searched with the patterns as bytes."""
+        """Byte-level BPE: each token's exact bytes (cached per id), searched with the patterns as bytes."""
         assert self._re_bytes is not None
-        pieces = []
-        for tok in self.tokenizer.convert_ids_to_tokens(list(ids)):
-            tok = tok or ""
-            pieces.append(b"".join(bytes([_UNICODE_TO_BYTE[c]]) if c in _UNICODE_TO_BYTE else c.encode()
-                                   for c in tok))
-        ends, total = [], 0
-        for p in pieces:
-            total += len(p)
-            ends.append(total)
+        if not ids:
+            return []
+        cache = self._pieces
+        missing = [i for i in set(ids).difference(cache.keys())]
+        if missing:
+            for tid, tok in zip(missing, self.tokenizer.convert_ids_to_tokens(missing), strict=True):
+                cache[tid] = b"".join(bytes([_UNICODE_TO_BYTE[c]]) if c in _UNICODE_TO_BYTE else c.encode()
+                                      for c in tok or "")
+        pieces = list(map(cache.__getitem__, ids))
         data = b"".join(pieces)
-        spans = []
-        for m in self._re_bytes.finditer(data):
-            if m.end() > m.start():
-                spans.append((bisect.bisect_right(ends, m.start()), bisect.bisect_left(ends, m.end()) + 1))
-        return spans
+        found = [(m.start(), m.end()) for m in self._re_bytes.finditer(data) if m.end() > m.start()]
+        if not found:
+            return []
+        ends = list(itertools.accumulate(map(len, pieces)))
+        return [(bisect.bisect_right(ends, s), bisect.bisect_left(ends, e) + 1) for s, e in found]
 
     def _char_spans(self, ids: Sequence[int], matches: list[Span]) -> list[Span]:
         """Any tokenizer: token boundaries found by decoding prefixes (binary search per match)."""
@@ -254,6 +271,18 @@ class TokenRedactor:
                     lo = mid + 1
             spans.append((first, lo))
         return spans
+
+
+def _special_ids(tokenizer: Any, backend: Any) -> frozenset[int]:
+    """Ids a ``skip_special_tokens`` decode leaves out (checked: a key split by one is still a key)."""
+    if tokenizer is None:
+        return frozenset()
+    ids = set(getattr(tokenizer, "all_special_ids", None) or ())
+    try:
+        ids |= {int(i) for i, t in backend.get_added_tokens_decoder().items() if getattr(t, "special", False)}
+    except Exception:  # noqa: BLE001 - not a Rust tokenizer: the transformers list above
+        pass
+    return frozenset(ids)
 
 
 def _replace(ids: list[int], spans: list[Span], start: int, end: int, placeholder: int) -> None:

@@ -57,6 +57,9 @@ class JudgeClient:
         """``(answer text, model that answered)`` of one ``/chat/completions`` request."""
         try:
             r = await self._http.post("/chat/completions", json=body)
+        except httpx.TimeoutException:
+            raise JudgeRequestError(f"judge endpoint {self.base_url} did not answer within "
+                                    f"{self._http.timeout.read}s ([rewards.judge] timeout_s)") from None
         except httpx.HTTPError as exc:
             raise JudgeRequestError(f"judge endpoint {self.base_url} unreachable: {type(exc).__name__}: {exc}") from None
         if r.status_code != 200:

@@ -227,3 +227,20 @@ def test_preflight_names_an_unreachable_judge(judge_server: EngineServer, store:
     for model in (None, "named"):
         with pytest.raises(JudgeSetupError, match="url|model"):
             asyncio.run(preflight(dead, model))
+
+
+def test_a_slow_judge_is_a_timeout_with_the_setting_to_change(judge_server: EngineServer, scripted: ScriptedJudge,
+                                                              store: Store, tmp_path: Path) -> None:
+    scripted.delay_s = 1.0
+    config = judge_config(judge_server.url, timeout_s=0.3, retries=0, cache=False)
+    spec, result = record_attempt(store, tmp_path, "Shalo")
+
+    async def run() -> str | None:
+        judge = Judge(config, url=judge_server.url, store=store)
+        try:
+            (v,) = await judge.judge([judge.item(spec, result, store)])
+            return v.error
+        finally:
+            await judge.aclose()
+
+    assert "did not answer within 0.3s ([rewards.judge] timeout_s)" in (asyncio.run(run()) or "")

@@ -253,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harnessrl.rewards.judge_check import add_parser as add_judge_check_parser  # docs/judges.md
 
     add_judge_check_parser(sub)
+    from harnessrl.importer import add_parser as add_import_parser  # docs/trajectory-format.md
+
+    add_import_parser(sub)
     return ap
 
 

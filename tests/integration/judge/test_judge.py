@@ -13,7 +13,7 @@ from fakes.scripted_judge import ScriptedJudge
 
 from harnessrl.rewards import RewardConfig, score_attempt
 from harnessrl.rewards.config import JudgeConfig
-from harnessrl.rewards.judge import Judge, JudgeItem
+from harnessrl.rewards.judge import Judge, JudgeItem, Verdict
 from harnessrl.rewards.score import finish_judged
 from harnessrl.runners import AttemptResult, AttemptSpec, TaskAssets
 from harnessrl.store import NewCall, Store
@@ -244,3 +244,26 @@ def test_a_slow_judge_is_a_timeout_with_the_setting_to_change(judge_server: Engi
             await judge.aclose()
 
     assert "did not answer within 0.3s ([rewards.judge] timeout_s)" in (asyncio.run(run()) or "")
+
+
+def test_request_shape_and_regex_parsing(judge_server: EngineServer, scripted: ScriptedJudge, store: Store,
+                                         tmp_path: Path) -> None:
+    """JSON mode asks for the answer's schema; score_regex reads a free-form answer (and sends no schema)."""
+    spec, result = record_attempt(store, tmp_path, "Shalo")
+
+    async def run(config: JudgeConfig) -> Verdict:
+        judge = Judge(config, url=judge_server.url, store=store)
+        try:
+            (v,) = await judge.judge([judge.item(spec, result, store)])
+            return v
+        finally:
+            await judge.aclose()
+
+    v = asyncio.run(run(judge_config(judge_server.url, cache=False, temperature=0.0, max_tokens=256)))
+    body = scripted.requests[-1]
+    assert body["response_format"]["type"] == "json_schema" and body["model"] == "scripted-judge"
+    assert (body["max_tokens"], body["temperature"]) == (256, 0.0) and v.score == 1.0
+    v = asyncio.run(run(judge_config(judge_server.url, cache=False,
+                                     score_regex=r'"score": (?P<score>[0-9.]+), "reason": "(?P<reason>[^"]*)"')))
+    assert "response_format" not in scripted.requests[-1]
+    assert (v.score, v.reason) == (1.0, "gives exactly the reference answer 'Shalo'")

@@ -132,9 +132,13 @@ class Controller:
         self.admin = AdminClient(self.stack.gateway_url, self.stack.admin_token)
         judge = self.config.rewards.judge
         if judge is not None:
-            self.judge = make_judge(judge, self.store, policy_urls=self.stack.gateway.gateway.config.engines,
-                                    base_dir=self.config.base_dir)
-            await self.judge.preflight()
+            try:
+                self.judge = make_judge(judge, self.store, policy_urls=self.stack.gateway.gateway.config.engines,
+                                        base_dir=self.config.base_dir)
+                await self.judge.preflight()
+            except BaseException:  # __aexit__ does not run when __aenter__ raises
+                await self.__aexit__()
+                raise
         return self
 
     def _hidden_from_attempts(self) -> list[Path]:

@@ -12,7 +12,8 @@ never text) so that training and the dashboard know which tokens are not what th
 
 Only calls whose text had a match are decoded (plus calls with no response text to check, and token-ID
 prompts): a clean call costs nothing here. Without a tokenizer (an engine whose tokenizer the gateway
-does not know) the token arrays of such a call are dropped: safe, but the call cannot be trained.
+does not know) the token arrays of a call whose text held a secret are dropped: safe, but the call cannot
+be trained; token IDs with no text beside them cannot be checked then.
 """
 
 from __future__ import annotations
@@ -108,8 +109,8 @@ class TokenRedactor:
         (a completion cut short has tokens but no response; a completions prompt given as token IDs)."""
         if self._re is None:
             return False
-        if text_hit:
-            return True
+        if text_hit or self.tokenizer is None:  # without a tokenizer the text is all there is to tell
+            return text_hit
         if call.response is None and any(c.token_ids for c in call.choices):
             return True
         prompt = call.request.get("prompt") if isinstance(call.request, dict) else None

@@ -88,7 +88,9 @@ def test_clean_call_untouched_and_token_id_prompts_scanned(tok):
 
 def test_without_tokenizer_the_arrays_are_dropped(tok):
     call = call_of(ids(tok, f"a {SECRET}"), [ids(tok, "b")])
-    marker = TokenRedactor(DEFAULT_REDACTIONS, None).scrub(call)
+    blind = TokenRedactor(DEFAULT_REDACTIONS, None)
+    assert blind.needs_scan(call, text_hit=True) and not blind.needs_scan(call_of([1, 2], [[3]]), text_hit=False)
+    marker = blind.scrub(call)
     assert marker["dropped"] and marker["tokens"] == len(ids(tok, f"a {SECRET}")) + 1
     assert call.prompt_token_ids == [] and call.choices[0].token_ids == [] and call.choices[0].finish_reason == "stop"
 

@@ -34,6 +34,7 @@ from rich.progress import (
 from harnessrl.config import HarnessConfig
 from harnessrl.controller import Controller, EvalResult, StepFailed
 from harnessrl.rewards.judge import JudgeSetupError
+from harnessrl.rewards.judge_client import check_judge
 from harnessrl.runners.env import base_env
 from harnessrl.runners.preflight import CommandNotFound, check_command
 from harnessrl.stack import Stack
@@ -51,8 +52,11 @@ RUN_ERRORS = (CommandNotFound, StepFailed, JudgeSetupError)
 
 
 def preflight(config: HarnessConfig) -> None:
-    """Fail in a second, not after the model has loaded, when the harness or the verifier cannot start."""
+    """Fail in a second, not after the model has loaded, when the harness, the verifier or the judge cannot
+    start."""
     runner, rewards = config.runner, config.rewards
+    if rewards.judge is not None and rewards.judge.url != "policy":  # "policy" is checked once the engine runs
+        check_judge(rewards.judge)
     if runner.kind != "local":
         return  # the command names a program inside the pod's image
     env = base_env(runner.inherit_env, prepend_python_bin=runner.prepend_python_bin)

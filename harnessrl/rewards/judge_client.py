@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 
+from harnessrl.rewards.config import JudgeConfig
+
 
 class JudgeRequestError(Exception):
     """The judge endpoint did not answer (unreachable, HTTP error, no text in the answer)."""
@@ -27,6 +29,17 @@ def api_key(env: str | None) -> str | None:
     if not value:
         raise JudgeSetupError(f"[rewards.judge] api_key_env = {env!r}, but that environment variable is not set")
     return value
+
+
+def check_judge(config: JudgeConfig, timeout_s: float = 5.0) -> None:
+    """Before a run: the key variable is set and something answers at the endpoint (``JudgeSetupError``)."""
+    key = api_key(config.api_key_env)
+    url = config.url.rstrip("/") + "/models"
+    try:
+        httpx.get(url, headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise JudgeSetupError(f"[rewards.judge] endpoint {config.url} unreachable ({type(exc).__name__}: {exc}); "
+                              "start the judge model or fix [rewards.judge] url") from None
 
 
 class JudgeClient:

@@ -267,3 +267,30 @@ def test_request_shape_and_regex_parsing(judge_server: EngineServer, scripted: S
                                      score_regex=r'"score": (?P<score>[0-9.]+), "reason": "(?P<reason>[^"]*)"')))
     assert "response_format" not in scripted.requests[-1]
     assert (v.score, v.reason) == (1.0, "gives exactly the reference answer 'Shalo'")
+
+
+def test_a_run_with_an_unreachable_judge_stops_before_loading_the_model(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(f'[run]\ndir = "{tmp_path}/run"\n[tasks]\ntrain = "{tmp_path}/t.jsonl"\n[engine]\nmodel = "tiny"\n'
+                   f'[runner]\ncommand = ["{sys.executable}", "-c", "pass"]\n[rewards.judge]\nurl = "{dead}"\n'
+                   'rubric = "r"\n')
+    (tmp_path / "t.jsonl").write_text('{"id": "t", "input": {}}\n')
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "harnessrl.cli", "train", str(cfg)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode != 0 and time.monotonic() - started < 30
+    assert f"[rewards.judge] endpoint {dead} unreachable" in out.stderr and "Traceback" not in out.stderr
+    cfg.write_text(cfg.read_text() + 'api_key_env = "HARNESSRL_TEST_NO_SUCH_KEY"\n')
+    monkeypatch.delenv("HARNESSRL_TEST_NO_SUCH_KEY", raising=False)
+    out = subprocess.run([sys.executable, "-m", "harnessrl.cli", "train", str(cfg)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode != 0 and "HARNESSRL_TEST_NO_SUCH_KEY" in out.stderr and "Traceback" not in out.stderr

@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -33,11 +33,14 @@ from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.redact import Redactor
 from harnessrl.gateway.redact_tokens import token_redactor
-from harnessrl.gateway.render_seam import ChatRenderer, load_renderer
+from harnessrl.gateway.render_seam import load_renderer
 from harnessrl.gateway.rollout_registry import RolloutRegistry
 from harnessrl.rewards.posted import SCORING_NAMES
 from harnessrl.store.base import RolloutClosed, Store
 from harnessrl.types import ApiKind
+
+if TYPE_CHECKING:
+    from harnessrl.gateway.render.base import ChatRenderer
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from starlette.responses import Response
 
 import harnessrl.gateway.dialect as dialect
 from harnessrl.gateway.apis import anthropic, chat, completions, encode_complete, responses
-from harnessrl.gateway.apis.base import Translation
+from harnessrl.gateway.apis.base import DONE, Translation
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.engine_hop import EngineHop
 from harnessrl.gateway.errors import (
@@ -56,7 +56,6 @@ PATHS = {ApiKind.CHAT: "/chat/completions", ApiKind.COMPLETIONS: "/completions"}
 _RENDER_COPY = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
                 "repetition_penalty", "seed", "n", "max_tokens", "stop", "logit_bias")
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
-_DONE = b"[DONE]"
 
 
 @dataclass(slots=True)
@@ -69,7 +68,7 @@ class Services:
     registry: RolloutRegistry
     gate: PauseGate
     hop: EngineHop
-    renderer: Any = None  # render_seam.ChatRenderer in render_mode "gateway"
+    renderer: Any = None  # render.base.ChatRenderer in render_mode "gateway"
 
 
 @dataclass(slots=True)
@@ -309,7 +308,7 @@ class ModelCall:
         assert plan is not None
         up: dict[str, Any] = {k: plan.upstream[k] for k in _RENDER_COPY if k in plan.upstream}
         up.update(model=self.s.config.engine_model, prompt=list(self.rendered.prompt_token_ids),
-                  return_token_ids=True, logprobs=(self.p.internal.get("top_logprobs") or 0), stream=self.p.stream)
+                  return_token_ids=True, logprobs=(self.p.internal.get("top_logprobs") or 0))
         if self.rendered.stop_token_ids:
             up["stop_token_ids"] = list(self.rendered.stop_token_ids)
         stream = self.p.stream and plan.n == 1  # several choices: answered once all are sampled
@@ -407,7 +406,7 @@ class ModelCall:
         parser = self.s.renderer.stream_parse(self.state.id) if rendered else None
         opened = False
         async for data in sse_data(resp):
-            if data == _DONE:
+            if data == DONE:
                 break
             try:
                 chunk = orjson.loads(data)

@@ -1,40 +1,22 @@
 """The seam between the gateway and token-exact rendering (``render_mode = "gateway"``).
 
 The gateway does not know chat templates. In gateway render mode it hands each chat request to a
-``ChatRenderer`` (implemented in ``harnessrl.gateway.render``), sends the returned token ids to the
-engine's ``/completions``, and asks the renderer to parse the sampled tokens back into a message.
+``ChatRenderer`` (the protocol and ``RenderedPrompt`` are defined once, in ``gateway/render/base.py``),
+sends the returned token ids to the engine's ``/completions``, and asks the renderer to parse the sampled
+tokens back into a message. This module only loads one.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from harnessrl.gateway.config import GatewayConfig
 
+if TYPE_CHECKING:  # the render package stays optional at import
+    from harnessrl.gateway.render.base import ChatRenderer
+
 log = logging.getLogger(__name__)
-
-
-class RenderedPrompt(Protocol):
-    prompt_token_ids: list[int]
-    fidelity: Any  # harnessrl.types.Fidelity
-    fidelity_reason: str | None
-    stop_token_ids: list[int]
-
-
-class ChatRenderer(Protocol):
-    def render(self, rollout_id: str, body: dict) -> RenderedPrompt:
-        """Token ids of the prompt for this chat request, reusing the rollout's earlier tokens."""
-
-    def parse(self, rollout_id: str, completion_token_ids: list[int], finish_reason: str) -> tuple[dict, str]:
-        """(assistant message with content/tool_calls, finish_reason) from sampled token ids."""
-
-    def stream_parse(self, rollout_id: str) -> Any:
-        """An incremental parser for one streamed completion (``add(token_ids) -> delta``, ``finish``)."""
-
-    def remember(self, rollout_id: str, body: dict, rendered: RenderedPrompt,
-                 completion_token_ids: list[int], message: dict) -> None:
-        """Keep this turn's exact tokens so that the next prompt can extend them."""
 
 
 def load_renderer(config: GatewayConfig) -> ChatRenderer | None:

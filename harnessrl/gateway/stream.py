@@ -13,8 +13,6 @@ from harnessrl.gateway.dialect import choice_logprobs
 from harnessrl.gateway.upstream import UpstreamResponse
 from harnessrl.types import ApiKind, ChoiceTokens
 
-DONE = "[DONE]"
-
 
 async def sse_data(resp: UpstreamResponse) -> AsyncIterator[bytes]:
     """The ``data:`` payloads of an SSE stream (multi-line data joined; comments and other fields skipped)."""

@@ -15,6 +15,8 @@ from harnessrl.gateway.errors import BadRequest
 
 #: Prefix of the flat name a tool group's tool gets ("<group>__<tool>", as Codex flattens namespaces).
 GROUP_SEP = "__"
+#: The data payload that closes an OpenAI-style SSE stream: engines end with it, the gateway passes it on.
+DONE = b"[DONE]"
 
 
 @dataclass(slots=True)

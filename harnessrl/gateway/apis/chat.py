@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from harnessrl.gateway.apis.base import expect_dict, validate_common
+from harnessrl.gateway.apis.base import DONE, expect_dict, validate_common
 from harnessrl.gateway.errors import BadRequest, GatewayError
 
 
@@ -78,7 +78,7 @@ def validate(body: Any) -> None:
     validate_common(body)
 
 
-DONE = b"data: [DONE]\n\n"
+DONE_EVENT = b"data: " + DONE + b"\n\n"
 #: Fields the engine adds that a standard client does not expect.
 _TOP_EXTRAS = ("prompt_token_ids", "prompt_logprobs", "kv_transfer_params", "policy_version")
 _CHOICE_TOKEN_EXTRAS = ("token_ids", "prompt_token_ids")
@@ -126,11 +126,11 @@ class Passthrough:
 
     def tail(self) -> bytes:
         """What was held back, and ``[DONE]``: sent once the call is recorded."""
-        return b"".join(self._held) + DONE
+        return b"".join(self._held) + DONE_EVENT
 
     @staticmethod
     def error_event(err: GatewayError) -> bytes:
-        return sse(err.body()) + DONE
+        return sse(err.body()) + DONE_EVENT
 
 
 class ChatEncoder:
@@ -176,7 +176,7 @@ class ChatEncoder:
         out = self._chunk({}, finish_reason)
         if self.include_usage:
             out += sse({**self.base, "choices": [], "usage": self.usage})
-        return out + DONE
+        return out + DONE_EVENT
 
     def result(self) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) if self.content else None}
@@ -188,7 +188,7 @@ class ChatEncoder:
                 "choices": [{"index": 0, "message": msg, "logprobs": None, "finish_reason": self.finish_reason}]}
 
     def error_event(self, message: str, kind: str = "upstream_error") -> bytes:
-        return sse({"error": {"message": message, "type": kind, "code": None}}) + DONE
+        return sse({"error": {"message": message, "type": kind, "code": None}}) + DONE_EVENT
 
 
 def synth_stream(resp: dict[str, Any], body: dict[str, Any]) -> bytes:
@@ -203,4 +203,4 @@ def synth_stream(resp: dict[str, Any], body: dict[str, Any]) -> bytes:
         parts.append({**base, "choices": [{"index": ch["index"], "delta": {}, "finish_reason": ch["finish_reason"]}]})
     if (body.get("stream_options") or {}).get("include_usage"):
         parts.append({**base, "choices": [], "usage": resp["usage"]})
-    return b"".join(sse(p) for p in parts) + DONE
+    return b"".join(sse(p) for p in parts) + DONE_EVENT

@@ -57,6 +57,10 @@ class ChatRenderer(Protocol):
         """The assistant message (``role``, ``content``, ``tool_calls``) and the finish reason to report."""
         ...
 
+    def stream_parse(self, rollout_id: str) -> Any:
+        """An incremental parser for one streamed completion (``add(token_ids) -> delta``, ``finish``)."""
+        ...
+
     def remember(
         self,
         rollout_id: str,

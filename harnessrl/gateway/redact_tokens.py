@@ -28,7 +28,7 @@ from typing import Any
 
 from harnessrl.gateway.redact import REPLACEMENT
 from harnessrl.store.base import NewCall
-from harnessrl.types import ChoiceTokens
+from harnessrl.types import CallStatus, ChoiceTokens
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +106,14 @@ class TokenRedactor:
     # -- the call -------------------------------------------------------------------------------------
     def needs_scan(self, call: NewCall, text_hit: bool) -> bool:
         """Whether the call's tokens must be decoded: its text held a secret, or there is no text to tell
-        (a completion cut short has tokens but no response; a completions prompt given as token IDs)."""
+        (a completion cut short or failed mid-stream has tokens but no answer; a completions prompt given
+        as token IDs)."""
         if self._re is None:
             return False
         if text_hit or self.tokenizer is None:  # without a tokenizer the text is all there is to tell
             return text_hit
-        if call.response is None and any(c.token_ids for c in call.choices):
-            return True
+        if (call.response is None or call.status != CallStatus.OK) and any(c.token_ids for c in call.choices):
+            return True  # sampled tokens whose text never made it into a response (cut short, failed)
         prompt = call.request.get("prompt") if isinstance(call.request, dict) else None
         return isinstance(prompt, list) and any(not isinstance(p, str) for p in prompt)
 

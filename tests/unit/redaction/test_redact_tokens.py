@@ -84,6 +84,11 @@ def test_clean_call_untouched_and_token_id_prompts_scanned(tok):
     assert by_ids.request["prompt"] == "[REDACTED]" and SECRET not in tok.decode(by_ids.prompt_token_ids)
     cut_short = call_of([], [ids(tok, SECRET)])  # cancelled mid-answer: tokens, no response text
     assert r.needs_scan(cut_short, text_hit=False)
+    failed = call_of([], [ids(tok, SECRET)], response={"error": {"message": "engine failed mid-stream"}})
+    failed.status = CallStatus.ERROR
+    assert r.needs_scan(failed, text_hit=False)
+    r.scrub(failed)
+    assert SECRET not in tok.decode(failed.choices[0].token_ids)
 
 
 def test_without_tokenizer_the_arrays_are_dropped(tok):

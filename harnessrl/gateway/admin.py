@@ -189,6 +189,9 @@ class AdminApi:
         engine_model = body.get("engine_model")
         if engine_model is not None and (not isinstance(engine_model, str) or not engine_model):
             raise BadRequest("'engine_model' must be a non-empty string (the model name sent to the engines)")
+        metadata = body.get("metadata")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise BadRequest("'metadata' must be a JSON object")
         if engine_model is not None:
             # A publisher swapped what the engines serve (a new LoRA name, or a restarted server): route
             # later calls there, and re-check health now so a restarted engine is not left marked down.
@@ -199,7 +202,7 @@ class AdminApi:
         self.gw.gate.policy_version = version
         if body.get("record"):
             await asyncio.to_thread(record_policy_version, self.gw.store, version, body.get("checkpoint_path"),
-                                    run_id=body.get("run_id"), metadata=body.get("metadata"))
+                                    run_id=body.get("run_id"), metadata=metadata)
         return json_response({"policy_version": version})
 
     async def status(self, request: Request) -> Response:

@@ -57,6 +57,21 @@ def test_pause_holds_requests_drains_inflight_and_stamps_version(gw):
     assert [c.policy_version for c in gw.store.get_calls(r.id)][-1:] == [7]
 
 
+def test_recording_a_version_through_the_admin_api_is_idempotent(make_gateway):
+    """A trainer of one's own records its versions with ``record``; re-recording one (a resumed run) keeps
+    the first row and still switches the gateway, through the same writer as harnessrl's own trainer."""
+    gw = make_gateway()
+    body = {"version": 3, "record": True, "checkpoint_path": "/ckpt/a", "metadata": {"step": 3}}
+    assert gw.admin.post("/admin/policy_version", json=body).json() == {"policy_version": 3}
+    again = gw.admin.post("/admin/policy_version", json=body | {"checkpoint_path": "/ckpt/b"})
+    assert again.status_code == 200
+    (row,) = gw.store.list_policy_versions()
+    assert (row.version, row.checkpoint_path, row.metadata) == (3, "/ckpt/a", {"step": 3})
+    bad = gw.admin.post("/admin/policy_version", json={"version": 4, "record": True, "metadata": [1]})
+    assert bad.status_code == 400 and "metadata" in bad.json()["error"]["message"]
+    assert gw.admin.get("/admin/status").json()["policy_version"] == 3  # refused before switching
+
+
 def test_pause_timeout_is_503(make_gateway):
     from harnessrl.gateway import GatewayLimits
 

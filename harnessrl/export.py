@@ -9,9 +9,11 @@ that retention purged are skipped with a warning that counts them.
 
 Redaction: the gateway stores requests and responses redacted already; export applies the configured
 patterns again (the gateway's defaults, the run's ``[gateway] redact_patterns`` and any ``--redact``),
-so a store recorded with weaker patterns does not leak through an export. Token IDs are exported as
-stored: the gateway replaced a secret's tokens with a placeholder when it recorded the call
-(``docs/security.md``); ``redacted`` counts them in a sample, and they are under loss mask 0.
+so a store recorded with weaker patterns does not leak through an export. The gateway replaced a
+secret's tokens with a placeholder when it recorded the call (``docs/security.md``); export decodes each
+sample once more with the run's tokenizer (``engine.model``, when it loads here) and replaces what still
+matches the same way, so a store recorded before token redaction does not leak either. ``redacted``
+counts the placeholders of a sample; they are under loss mask 0.
 
 Load with ``datasets.load_dataset("parquet", data_files=PATH)`` or ``("json", data_files=PATH)``.
 The schema is versioned: every record carries ``format_version`` (``FORMAT_VERSION``), documented field
@@ -28,11 +30,12 @@ from typing import Any, Literal
 import orjson
 
 from harnessrl.gateway.redact import redactor_for
+from harnessrl.gateway.redact_tokens import TokenRedactor, scrub_sample
 from harnessrl.inspection.rollout_view import sample_config
 from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.store import NotFound, Store
 from harnessrl.training.samples import build_samples
-from harnessrl.types import Rollout, RolloutStatus
+from harnessrl.types import Rollout, RolloutStatus, Run
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,31 @@ def _schema() -> Any:
     ])
 
 
+class _TokenScrubbers:
+    """A token redactor per run's model (``engine.model``, its tokenizer loaded once, offline); None for a
+    run whose tokenizer is not here: its token IDs are exported as stored."""
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        self.patterns = list(patterns)
+        self._by_spec: dict[str, TokenRedactor | None] = {}
+
+    def get(self, run: Run | None) -> TokenRedactor | None:
+        engine = run.config.get("engine") if run is not None and isinstance(run.config, dict) else None
+        spec = engine.get("model") if isinstance(engine, dict) else None
+        if not isinstance(spec, str) or not spec:
+            return None
+        if spec not in self._by_spec:
+            try:
+                from harnessrl.models import load_tokenizer
+
+                self._by_spec[spec] = TokenRedactor(self.patterns, load_tokenizer(spec))
+            except Exception as exc:  # noqa: BLE001 - no model files here: tokens as the gateway stored them
+                log.warning("no tokenizer for %r (%s): its token IDs are exported as stored (the gateway "
+                            "redacted them when it recorded the calls)", spec, exc)
+                self._by_spec[spec] = None
+        return self._by_spec[spec]
+
+
 def _rollouts(store: Store, run_id: str | None, status: RolloutStatus | None) -> Iterator[Rollout]:
     offset = 0
     while True:
@@ -77,6 +105,7 @@ def sample_records(store: Store, *, run_id: str | None = None, status: RolloutSt
     if run_id is not None and run_id not in runs:
         raise NotFound(f"run {run_id!r} does not exist")
     redactor = redactor_for(list(runs.values()) if run_id is None else [runs[run_id]], redact)
+    tokens = _TokenScrubbers(redactor.patterns)
     purged = 0
     for r in _rollouts(store, run_id, status):
         if r.purged_at is not None:  # retention emptied its calls: say so rather than export nothing quietly
@@ -88,7 +117,10 @@ def sample_records(store: Store, *, run_id: str | None = None, status: RolloutSt
         if not built.samples:
             continue
         rewards = store.get_rewards(r.id)
+        scrub = tokens.get(run)
         for i, s in enumerate(built.samples):
+            if scrub is not None:  # a store recorded before token redaction (or with weaker patterns)
+                s = scrub_sample(scrub, s)
             last = calls[s.call_indices[-1]]
             yield {
                 "format_version": FORMAT_VERSION, "rollout_id": r.id, "run_id": r.run_id, "task_id": r.task_id, "group_id": r.group_id,

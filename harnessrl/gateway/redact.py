@@ -28,6 +28,7 @@ REPLACEMENT = "[REDACTED]"
 
 class Redactor:
     def __init__(self, patterns: Sequence[str]) -> None:
+        self.patterns = list(patterns)
         joined = "|".join(f"(?:{p})" for p in patterns)
         self._re = re.compile(joined) if patterns else None
         self._re_json = re.compile(joined.encode()) if patterns else None

@@ -340,3 +340,25 @@ def token_redactor(config: Any, renderer: Any = None) -> TokenRedactor | None:
         log.info("token redaction without a tokenizer: a call whose text holds a secret is stored without its "
                  "token arrays (set [gateway.render] tokenizer to the engine's model to keep them, redacted)")
     return TokenRedactor(patterns, tokenizer)
+
+
+def scrub_sample(redactor: TokenRedactor, sample: Any) -> Any:
+    """A training ``Sample`` with any token run that still decodes to a match replaced, untrained, and
+    counted in ``redacted`` -- for readers of a store recorded before token redaction, or with weaker
+    patterns (``harnessrl export``). Returns the sample itself when nothing matched."""
+    import dataclasses
+
+    arrays = _Arrays(list(sample.token_ids), [], [], [])
+    if not redactor._rounds(arrays, redactor._byte_spans if redactor._byte_level else redactor.spans) or (
+            redactor._byte_level and not redactor._rounds(arrays, redactor.spans)):
+        arrays.prompt = [redactor.placeholder] * len(arrays.prompt)  # cannot be located: nothing readable
+        arrays.prompt_spans = [(0, len(arrays.prompt))]
+    changed = [i for s, e in arrays.prompt_spans for i in range(s, e) if sample.token_ids[i] != arrays.prompt[i]]
+    if not changed:
+        return sample
+    hidden = {i for s, e in arrays.prompt_spans for i in range(s, e)}
+    return dataclasses.replace(
+        sample, token_ids=arrays.prompt,
+        loss_mask=[0 if i in hidden else m for i, m in enumerate(sample.loss_mask)],
+        behaviour_logprobs=[0.0 if i in hidden else lp for i, lp in enumerate(sample.behaviour_logprobs)],
+        redacted=sample.redacted + len(changed))

@@ -134,7 +134,8 @@ class Controller:
         if judge is not None:
             try:
                 self.judge = make_judge(judge, self.store, policy_urls=self.stack.gateway.gateway.config.engines,
-                                        base_dir=self.config.base_dir)
+                                        base_dir=self.config.base_dir,
+                                        redact_patterns=self.config.gateway.redact_patterns)
                 await self.judge.preflight()
             except BaseException:  # __aexit__ does not run when __aenter__ raises
                 await self.__aexit__()

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harnessrl.gateway.config import DEFAULT_REDACTIONS
+from harnessrl.gateway.redact import Redactor
 from harnessrl.rewards.config import JudgeConfig
 from harnessrl.rewards.judge_cache import JudgeCache, cache_key
 from harnessrl.rewards.judge_client import JudgeClient, JudgeRequestError, JudgeSetupError, api_key
@@ -58,10 +60,13 @@ class Judge:
     """Scores attempts with a judge model over HTTP; one per run, shared by all its attempts."""
 
     def __init__(self, config: JudgeConfig, *, url: str, store: Store | None, base_dir: Path | None = None,
-                 prompt: PromptBuilder = guarded_messages) -> None:
+                 prompt: PromptBuilder = guarded_messages, redact_patterns: Sequence[str] = DEFAULT_REDACTIONS) -> None:
         self.config = config
         self.store = store
         self.prompt = prompt
+        #: Secrets out of what leaves for the judge (an endpoint elsewhere) and what its record keeps: the
+        #: calls are stored redacted already, but the task input and the harness's stdout are not.
+        self.redact = Redactor(redact_patterns)
         self.cache = JudgeCache(store if config.cache else None)
         self._use_cache = config.cache
         self._client = JudgeClient(url, key=api_key(config.api_key_env), timeout_s=config.timeout_s)
@@ -102,10 +107,11 @@ class Judge:
     def item(self, spec: AttemptSpec, result: AttemptResult, store: Store) -> JudgeItem:
         """An attempt as the judge sees it: task input, rubric, transcript from the recorded calls."""
         c = self.config
-        transcript = render_transcript(store.get_calls(spec.rollout_id), result.stdout,
+        transcript = render_transcript(store.get_calls(spec.rollout_id), self.redact(result.stdout),
                                        max_transcript_chars=c.max_transcript_chars,
                                        max_turn_chars=c.max_turn_chars, include_stdout=c.include_stdout)
-        return JudgeItem(spec.task_input, self.rubric_for(spec.assets.rubric), transcript, spec.rollout_id)
+        return JudgeItem(self.redact(dict(spec.task_input)), self.rubric_for(spec.assets.rubric),
+                         self.redact(transcript), spec.rollout_id)
 
     # -- judging --------------------------------------------------------------------------------------
     async def judge(self, items: Sequence[JudgeItem]) -> list[Verdict]:
@@ -183,11 +189,11 @@ class Judge:
 
 
 def make_judge(config: JudgeConfig, store: Store | None, *, policy_urls: Sequence[str] = (),
-               base_dir: Path | None = None) -> Judge:
+               base_dir: Path | None = None, redact_patterns: Sequence[str] = DEFAULT_REDACTIONS) -> Judge:
     """The run's judge; ``url = "policy"`` takes the first engine URL of the run (its own policy)."""
     url = config.url
     if url == "policy":
         if not policy_urls:
             raise JudgeSetupError('[rewards.judge] url = "policy" needs the run\'s engine, and there is none')
         url = policy_urls[0]
-    return Judge(config, url=url, store=store, base_dir=base_dir)
+    return Judge(config, url=url, store=store, base_dir=base_dir, redact_patterns=redact_patterns)

@@ -294,3 +294,25 @@ def test_a_run_with_an_unreachable_judge_stops_before_loading_the_model(tmp_path
     out = subprocess.run([sys.executable, "-m", "harnessrl.cli", "train", str(cfg)], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode != 0 and "HARNESSRL_TEST_NO_SUCH_KEY" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_secrets_in_stdout_and_input_never_reach_the_judge(judge_server: EngineServer, scripted: ScriptedJudge,
+                                                           store: Store, tmp_path: Path) -> None:
+    import dataclasses
+
+    key = "sk-" + "A1b2C3d4" * 4
+    spec, result = record_attempt(store, tmp_path, "Shalo")
+    spec = dataclasses.replace(spec, task_input={**TASK, "token": key})
+    result = dataclasses.replace(result, stdout=f"using key {key}\nShalo")
+
+    async def run() -> None:
+        judge = Judge(judge_config(judge_server.url), url=judge_server.url, store=store)
+        try:
+            await judge.judge([judge.item(spec, result, store)])
+        finally:
+            await judge.aclose()
+
+    asyncio.run(run())
+    sent = str(scripted.requests[-1])
+    assert key not in sent and "[REDACTED]" in sent
+    assert key not in (store.get_judge_calls(spec.rollout_id)[0].request or "x")

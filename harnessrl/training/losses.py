@@ -103,3 +103,28 @@ def policy_loss(
             is_weight=float(is_w.sum()),
             ref_kl=float(ref_kl.detach().sum()),
         )
+
+
+def sft_loss(
+    logp: torch.Tensor,
+    weights: torch.Tensor,
+    *,
+    ref_logp: torch.Tensor | None = None,
+    kl_coef: float = 0.0,
+) -> LossOutput:
+    """Supervised loss: weighted negative log-likelihood of the trained tokens (``docs/sft.md``).
+
+    Not the policy-gradient loss with advantage 1: its ratio against the behaviour logprobs would clip
+    once the policy moved, and re-tokenized samples have no behaviour logprobs. The weights are the same
+    (``token_weights``), so a chatty attempt does not outweigh a short one under ``rollout`` normalization.
+    """
+    per_token = -logp
+    ref_kl = torch.zeros_like(logp)
+    if ref_logp is not None and kl_coef > 0:
+        d = ref_logp - logp
+        ref_kl = torch.exp(d) - d - 1.0
+        per_token = per_token + kl_coef * ref_kl
+    loss = (per_token * weights).sum()
+    n = float(logp.numel())
+    return LossOutput(loss=loss, clipped=0.0, approx_kl=0.0, ratio=n, is_weight=n,
+                      ref_kl=float(ref_kl.detach().sum()))

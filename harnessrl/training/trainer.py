@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -28,7 +28,7 @@ from harnessrl.training.attention import FLASH, VARLEN, register_varlen_attentio
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.fsdp_parallel import DistContext, is_dummy
-from harnessrl.training.losses import policy_loss, token_weights
+from harnessrl.training.losses import policy_loss, sft_loss, token_weights
 from harnessrl.training.memory import peak_rss_bytes, trainer_allocations
 from harnessrl.training.metrics import MetricsWriter
 from harnessrl.training.micro_batches import MicroBatch, make_micro_batches
@@ -100,6 +100,9 @@ class Trainer:
             params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
         )
         self.step_count = 0
+        #: What a step minimizes: the PPO policy-gradient loss (RL), or the negative log-likelihood of the
+        #: trained tokens (``harnessrl sft``, ``[run] mode = "rft"``: docs/sft.md).
+        self.objective: Literal["policy_gradient", "sft"] = "policy_gradient"
         self.policy_version = policy_version
         self.publisher = publisher
         self.store = store
@@ -210,18 +213,21 @@ class Trainer:
             ref_logp = self._reference_logprobs(mb)
             ref_time = time.perf_counter() - tr
         logp, entropy = token_logprobs(self.model, mb, self.device, self.autocast_dtype, cfg.entropy_metric)
-        out = policy_loss(
-            logp,
-            mb.behaviour_logprobs.to(self.device),
-            mb.advantages.to(self.device),
-            mb.weights.to(self.device),
-            clip_eps=cfg.clip_eps,
-            clip_eps_high=cfg.clip_eps_high,
-            tis_cap=cfg.tis_cap,
-            ref_logp=ref_logp,
-            kl_coef=cfg.kl_coef,
-            old_logp=old_logp,
-        )
+        if self.objective == "sft":
+            out = sft_loss(logp, mb.weights.to(self.device), ref_logp=ref_logp, kl_coef=cfg.kl_coef)
+        else:
+            out = policy_loss(
+                logp,
+                mb.behaviour_logprobs.to(self.device),
+                mb.advantages.to(self.device),
+                mb.weights.to(self.device),
+                clip_eps=cfg.clip_eps,
+                clip_eps_high=cfg.clip_eps_high,
+                tis_cap=cfg.tis_cap,
+                ref_logp=ref_logp,
+                kl_coef=cfg.kl_coef,
+                old_logp=old_logp,
+            )
         out.loss.backward()
         if is_dummy(mb):  # an idle rank's zero-weight filler (keeps FSDP collectives in step)
             return ref_time

@@ -316,3 +316,16 @@ def test_secrets_in_stdout_and_input_never_reach_the_judge(judge_server: EngineS
     sent = str(scripted.requests[-1])
     assert key not in sent and "[REDACTED]" in sent
     assert key not in (store.get_judge_calls(spec.rollout_id)[0].request or "x")
+
+
+def test_a_remote_attempt_is_judged_from_its_recorded_transcript(judge_server: EngineServer, store: Store,
+                                                                 tmp_path: Path) -> None:
+    """An attempt that ran in a Kubernetes pod has no local workspace; the judge needs none."""
+    import dataclasses
+
+    config = RewardConfig(judge=judge_config(judge_server.url))
+    spec, result = record_attempt(store, tmp_path, "Shalo")
+    result = dataclasses.replace(result, workdir=None, attempt_dir=None)
+    outcome = asyncio.run(_score(spec, result, store, config, Judge(config.judge, url=judge_server.url,
+                                                                                  store=store)))
+    assert outcome.value == 1.0 and outcome.components == {"judge": 1.0}  # type: ignore[attr-defined]

@@ -18,6 +18,7 @@ from harnessrl.engines.config import EngineConfig
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.runners.config import NO_LOCAL_VERIFIER_ON_KUBERNETES, RunnerConfig
+from harnessrl.sft.config import SftConfig
 from harnessrl.training.config import TrainingConfig
 
 
@@ -44,8 +45,10 @@ class RunConfig(BaseModel):
     train_temperature: float | None = Field(
         1.0, ge=0.0, description="Temperature pinned for training calls (None keeps the harness's own)."
     )
-    mode: Literal["sync", "async"] = Field(
-        "sync", description="sync: generate then train; async: the next step's rollouts run during training."
+    mode: Literal["sync", "async", "rft"] = Field(
+        "sync", description="sync: generate then train; async: the next step's rollouts run during training; "
+        "rft: rejection-sampling fine-tuning (train with the SFT loss on attempts with reward >= [sft] "
+        "min_reward, default 1.0; docs/sft.md)."
     )
     max_staleness: int = Field(
         1, ge=0, description="async: most policy versions a trained rollout may lag behind the trainer."
@@ -119,6 +122,7 @@ class HarnessConfig(BaseModel):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     rewards: RewardConfig = Field(default_factory=RewardConfig)
+    sft: SftConfig = Field(default_factory=SftConfig)
     #: Folder of the config file: relative paths in it resolve from here.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 

@@ -92,3 +92,50 @@ alpha = 8
         assert "judge calls" in text and "scripted-judge" in text and reason[:30] in text
     finally:
         store.close()
+
+
+@pytest.mark.slow  # ~20 s: model load and one group
+def test_a_judge_that_never_answers_validly_stops_the_step_as_infra(tmp_path: Path) -> None:
+    from harnessrl.controller import StepFailed
+    from harnessrl.types import FailureKind
+
+    scripted = ScriptedJudge()
+    scripted.garbage_next = 10**6  # never a parseable answer
+    server = EngineServer(scripted).start()  # type: ignore[arg-type]
+    try:
+        cfg = tmp_path / "config.toml"
+        cfg.write_text(f"""
+[run]
+dir = "{tmp_path / 'run'}"
+steps = 1
+tasks_per_step = 1
+attempts_per_task = 2
+eval_at_start = false
+[tasks]
+train = "{HERE / 'train.jsonl'}"
+[engine]
+kind = "embedded"
+model = "tiny"
+[runner]
+command = ["{sys.executable}", "{HERE / 'agent.py'}"]
+timeout_s = 60
+[rewards.judge]
+url = "{server.url}"
+mode = "group"
+retries = 1
+rubric = "r"
+""")
+        config = load_config(cfg)
+        with pytest.raises(StepFailed, match="judge failed: judge gave no valid score after 2 tries"):
+            run_train(config)
+    finally:
+        server.stop()
+    assert len(scripted.requests) == 2  # one group, asked twice, never re-run as attempts
+    store = open_store(config.store_url)
+    try:
+        rollouts = store.list_rollouts(limit=10)
+        assert len(rollouts) == 2 and all(r.failure_kind == FailureKind.INFRA for r in rollouts)
+        assert all(store.get_rewards(r.id) == [] for r in rollouts)  # no silent 0
+        assert all(store.get_judge_calls(r.id)[0].status == "error" for r in rollouts)
+    finally:
+        store.close()

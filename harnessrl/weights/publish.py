@@ -4,7 +4,9 @@ A ``Publisher`` gets the trainer's model after an update and makes it servable a
 ``InProcessPublisher`` hands the live module to an engine in the same process (the embedded engine shares
 the weights, so publishing is a version bump, not a copy); ``FolderPublisher`` writes a LoRA adapter or a
 safetensors model folder that vLLM/SGLang load (LoRA hot-load or reload). The gateway pauses around the
-swap; the trainer records the version and checkpoint path in the store.
+swap; the version and checkpoint path are recorded by ``weights.versions.record_policy_version``. Both
+``training/`` (the trainer publishes) and ``engines/`` (vLLM publishers build on ``FolderPublisher``) import
+this module, never each other.
 """
 
 from __future__ import annotations

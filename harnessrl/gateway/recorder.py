@@ -12,7 +12,7 @@ import asyncio
 import logging
 import queue
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from typing import Any
 
 from harnessrl.gateway.errors import StoreUnavailable
@@ -22,6 +22,9 @@ from harnessrl.store.base import NewCall, Store, StoreError
 
 log = logging.getLogger(__name__)
 
+#: Rollouts whose found secrets are remembered (the most recent), and secrets kept per rollout.
+KNOWN_ROLLOUTS = 4096
+KNOWN_PER_ROLLOUT = 64
 _Item = tuple[NewCall, asyncio.AbstractEventLoop | None, asyncio.Future | None]
 
 
@@ -34,6 +37,7 @@ class Recorder:
                  tokens: TokenRedactor | None = None) -> None:
         self._inline = inline
         self._tokens = tokens
+        self._known: OrderedDict[str, set[str]] = OrderedDict()  # rollout -> secrets found in its calls
         self._pending: list[_Item] = []
         self._store = store
         self._redact = redactor
@@ -146,20 +150,40 @@ class Recorder:
 
     def _redacted(self, call: NewCall) -> NewCall:
         """Secrets out of the text, then out of the token arrays (``redact_tokens``): a call whose text
-        held one is stored with those tokens replaced and ``sampling["redacted"]`` saying where."""
-        before = (call.request, call.response, call.error)
-        call.request = self._redact(call.request)
-        if call.response is not None:
-            call.response = self._redact(call.response)
-        if call.error:
-            call.error = self._redact(call.error)
-        hit = any(a is not b for a, b in zip((call.request, call.response, call.error), before, strict=True))
-        tokens = self._tokens
+        held one is stored with those tokens replaced and ``sampling["redacted"]`` saying where. Secrets
+        found in a rollout are remembered (in memory) so that a later call holding only part of one --
+        a key cut short -- is redacted too."""
+        known = self._known.get(call.rollout_id)
+        found = self._redact.findall(call.request, call.response, call.error)
+        if found:
+            known = self._remember(call.rollout_id, found)
+        redact, tokens = self._redact, self._tokens
+        if known:
+            redact = self._redact.with_known(known)
+            if tokens is not None:
+                tokens = tokens.with_known(redact.patterns)
+        hit = False
+        if known:  # else nothing matched: the text stays as it is
+            before = (call.request, call.response, call.error)
+            call.request = redact(call.request)
+            if call.response is not None:
+                call.response = redact(call.response)
+            if call.error:
+                call.error = redact(call.error)
+            hit = any(a is not b for a, b in zip((call.request, call.response, call.error), before, strict=True))
         if tokens is not None and tokens.needs_scan(call, hit):
             marker = tokens.scrub(call)
             if marker is not None:
                 call.sampling = {**call.sampling, "redacted": marker}
         return call
+
+    def _remember(self, rollout_id: str, found: set[str]) -> set[str]:
+        known = self._known.pop(rollout_id, set())
+        known |= set(sorted(found)[:KNOWN_PER_ROLLOUT - len(known)]) if len(known) < KNOWN_PER_ROLLOUT else set()
+        self._known[rollout_id] = known  # most recent last
+        while len(self._known) > KNOWN_ROLLOUTS:
+            self._known.popitem(last=False)
+        return known
 
 
 def unavailable(exc: Exception) -> StoreUnavailable:

@@ -45,6 +45,28 @@ class Redactor:
                 pass  # not JSON-serializable: walk it
         return self._walk(value)
 
+    def findall(self, *values: Any) -> set[str]:
+        """The texts that match in ``values`` (JSON-escaped where they sat in a dict or list)."""
+        if self._re is None:
+            return set()
+        found: set[str] = set()
+        for value in values:
+            if value is None:
+                continue
+            if isinstance(value, str):
+                found.update(m.group() for m in self._re.finditer(value))
+                continue
+            try:
+                data = orjson.dumps(value)
+            except TypeError:
+                continue
+            found.update(m.group().decode(errors="replace") for m in self._re_json.finditer(data))  # type: ignore[union-attr]
+        return {f for f in found if f}
+
+    def with_known(self, secrets: Sequence[str] | set[str]) -> Redactor:
+        """This redactor plus ``known_patterns(secrets)``: a key found once is found again when cut short."""
+        return Redactor(self.patterns + [p for p in known_patterns(secrets) if p not in self.patterns])
+
     def _walk(self, value: Any) -> Any:
         if isinstance(value, str):
             return self._re.sub(REPLACEMENT, value) if self._re.search(value) else value  # type: ignore[union-attr]
@@ -72,3 +94,22 @@ def redact_rollout(rollout: Rollout, redactor: Redactor) -> Rollout:
     return dataclasses.replace(rollout, input=redactor(rollout.input), metadata=redactor(rollout.metadata),
                                error=redactor(rollout.error) if rollout.error else rollout.error,
                                logs=redactor(rollout.logs) if rollout.logs else rollout.logs)
+
+
+#: A known secret is also found by its first this many characters (a key cut short by max_tokens).
+KNOWN_PREFIX = 12
+
+
+def known_patterns(secrets: Sequence[str] | set[str]) -> list[str]:
+    """Regexes for secrets already found in a rollout: each one, and each of its prefixes of at least
+    ``KNOWN_PREFIX`` characters (what a model writes when its answer is cut off mid-key)."""
+    out = []
+    for secret in sorted(secrets):
+        if len(secret) <= KNOWN_PREFIX:
+            out.append(re.escape(secret))
+            continue
+        tail = ""
+        for ch in reversed(secret[KNOWN_PREFIX:]):
+            tail = f"(?:{re.escape(ch)}{tail})?"
+        out.append(re.escape(secret[:KNOWN_PREFIX]) + tail)
+    return out

@@ -19,6 +19,7 @@ be trained; token IDs with no text beside them cannot be checked then.
 from __future__ import annotations
 
 import bisect
+import copy
 import itertools
 import logging
 import re
@@ -98,6 +99,14 @@ class TokenRedactor:
         backend = getattr(tokenizer, "backend_tokenizer", None) if tokenizer is not None else None
         self._backend = backend if hasattr(backend, "decode") else None
         self._special = _special_ids(tokenizer, self._backend)
+
+    def with_known(self, patterns: Sequence[str]) -> TokenRedactor:
+        """The same redactor (tokenizer, caches) searching ``patterns`` instead."""
+        other = copy.copy(self)
+        joined = "|".join(f"(?:{p})" for p in patterns)
+        other._re = re.compile(joined) if patterns else None
+        other._re_bytes = re.compile(joined.encode()) if patterns else None
+        return other
 
     @property
     def active(self) -> bool:

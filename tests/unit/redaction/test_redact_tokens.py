@@ -106,3 +106,27 @@ def test_private_key_block_spanning_many_tokens(tok):
     TokenRedactor(DEFAULT_REDACTIONS, tok).scrub(call)
     text = tok.decode(call.prompt_token_ids)
     assert "MIIE" not in text and "abcd" not in text and text.startswith("file:") and text.endswith("done")
+
+
+def test_a_key_cut_short_is_found_once_the_rollout_showed_it(tok):
+    """The model's answer ends mid-key (max_tokens): the prefix matches no pattern, but the gateway saw the
+    whole key earlier in the rollout (or in the same call) and finds its prefix too, text and tokens."""
+    from harnessrl.gateway.recorder import Recorder
+    from harnessrl.gateway.redact import Redactor
+
+    rec = Recorder(None, Redactor(DEFAULT_REDACTIONS), tokens=TokenRedactor(DEFAULT_REDACTIONS, tok))  # type: ignore[arg-type]
+    cut = SECRET[:15]  # "sk-live-4f9Qz7X": 12 key characters, below the pattern's 20
+    first = call_of(ids(tok, f"repeat {SECRET}"), [ids(tok, f"ok {cut}")],
+                    response={"choices": [{"message": {"content": f"ok {cut}"}}]},
+                    request={"messages": [{"content": f"repeat {SECRET}"}]})
+    rec._redacted(first)
+    assert cut not in str(first.response) and cut not in tok.decode(first.choices[0].token_ids)
+    later = call_of(ids(tok, f"you said {cut}"), [ids(tok, " fine")], response={"choices": []},
+                    request={"messages": [{"content": f"you said {cut}"}]})
+    rec._redacted(later)
+    assert cut not in str(later.request) and cut not in tok.decode(later.prompt_token_ids)
+    other_rollout = call_of(ids(tok, f"you said {cut}"), [ids(tok, " fine")], response={"choices": []},
+                            request={"messages": [{"content": f"you said {cut}"}]})
+    other_rollout.rollout_id = "another"
+    rec._redacted(other_rollout)  # memory is per rollout: another rollout's text is its own
+    assert cut in str(other_rollout.request)

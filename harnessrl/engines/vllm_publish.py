@@ -38,9 +38,12 @@ class GatewayLink:
         self.admin_token = admin_token
         self.timeout_s = timeout_s
 
-    def switch(self, version: int, engine_model: str | None) -> None:
-        """Route later calls to ``engine_model`` (None: keep) and stamp them with ``version``."""
+    def switch(self, version: int, engine_model: str | None, policy: str | None = None) -> None:
+        """Route later calls to ``engine_model`` (None: keep) and stamp them with ``version``; ``policy``:
+        only that policy's calls (several policies, docs/policies.md)."""
         body: dict[str, Any] = {"version": version}
+        if policy is not None:
+            body["policy"] = policy
         if engine_model is not None:
             body["engine_model"] = engine_model
         r = httpx.post(f"{self.url}/admin/policy_version", json=body, timeout=self.timeout_s,
@@ -57,19 +60,28 @@ class _GatewayAware:
         """Set the gateway to switch after each publish (the stack starts it after the trainer)."""
         self.gateway = GatewayLink(url, admin_token)
 
+    policy: str | None = None
+
     def _switch(self, version: int, engine_model: str | None) -> None:
         if self.gateway is None:
             log.warning("published policy v%d but no gateway is attached: calls keep going to the old "
                         "model name until the gateway's engine_model is changed", version)
             return
-        self.gateway.switch(version, engine_model)
+        self.gateway.switch(version, engine_model, self.policy)
 
 
 class VllmLoraPublisher(_GatewayAware):
-    """Saves the LoRA adapter and hot-loads it on every engine as ``<prefix><version>``."""
+    """Saves the LoRA adapter and hot-loads it on every engine as ``<prefix><version>``.
+
+    ``policy`` (several policies): the adapter is ``<policy>-v<version>`` and the gateway switches only that
+    policy's calls to it, so each policy's adapter is loaded, served and replaced on its own.
+    """
 
     def __init__(self, folder: FolderPublisher, urls: list[str], *, name_prefix: str = "policy-v",
-                 gateway: GatewayLink | None = None, timeout_s: float = 300.0) -> None:
+                 gateway: GatewayLink | None = None, timeout_s: float = 300.0, policy: str | None = None) -> None:
+        self.policy = policy
+        if policy is not None and name_prefix == "policy-v":
+            name_prefix = f"{policy}-v"
         self.folder = folder
         self.urls = [u.rstrip("/") for u in urls]
         self.name_prefix = name_prefix

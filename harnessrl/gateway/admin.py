@@ -39,6 +39,7 @@ class GatewayParts(Protocol):
     recorder: Recorder
     registry: RolloutRegistry
     store: Store
+    router: Any  # policies.Router or None
 
     def public_url(self, request: Request) -> str: ...
 
@@ -192,6 +193,17 @@ class AdminApi:
         metadata = body.get("metadata")
         if metadata is not None and not isinstance(metadata, dict):
             raise BadRequest("'metadata' must be a JSON object")
+        policy = body.get("policy")
+        if policy is not None:  # several policies: only this one's version and engine model move
+            router = self.gw.router
+            if router is None or policy not in router.policies:
+                raise BadRequest(f"'policy' {policy!r} is not a policy of this gateway "
+                                 f"({sorted(router.policies) if router else 'it has one policy'})")
+            if body.get("record"):  # policy_versions is keyed (run, version): one policy's numbering
+                raise BadRequest("per-policy versions are not recorded in policy_versions (keyed by run and "
+                                 "version); each call records its policy and version, checkpoints record both")
+            router.set_version(policy, version, engine_model)
+            return json_response({"policy": policy, "policy_version": version})
         if engine_model is not None:
             # A publisher swapped what the engines serve (a new LoRA name, or a restarted server): route
             # later calls there, and re-check health now so a restarted engine is not left marked down.

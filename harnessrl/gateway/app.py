@@ -69,8 +69,9 @@ class Gateway:
         self.recorder = Recorder(store, Redactor(config.redact_patterns), config.record_batch_max,
                                  inline=config.record_inline, tokens=token_redactor(config, renderer))
         self.registry = RolloutRegistry(store)
+        self.router = _router(config)
         self.calls = CallHandler(Services(config, self.pool, self.recorder, self.registry, self.gate,
-                                          EngineHop(self.pool, config.engine_model), renderer))
+                                          EngineHop(self.pool, config.engine_model), renderer, self.router))
         self.registry.on_load = self.calls.reload
         self.registry.on_close = getattr(renderer, "forget", None)
         self.url: str | None = None  # set once serving
@@ -203,12 +204,23 @@ class Gateway:
             f"harnessrl_paused {int(gate.paused)}",
             f"harnessrl_policy_version {gate.policy_version}",
         ]
+        if self.router is not None:
+            lines += [f'harnessrl_policy_version{{policy="{name}"}} {v}' for name, v in self.router.versions.items()]
         for e in self.pool.engines:
             label = f'{{engine="{e.id}"}}'
             lines += [f"harnessrl_engine_healthy{label} {int(e.healthy)}",
                       f"harnessrl_engine_outstanding{label} {e.outstanding}",
                       f"harnessrl_engine_served_total{label} {e.served}"]
         return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+
+def _router(config: GatewayConfig) -> Any:
+    """Several policies: the router of calls to them (None: one policy, as before)."""
+    if not config.policies:
+        return None
+    from harnessrl.policies.routing import Router
+
+    return Router(config.routing, config.policies)
 
 
 class GatewayServer:

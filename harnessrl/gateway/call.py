@@ -69,6 +69,7 @@ class Services:
     gate: PauseGate
     hop: EngineHop
     renderer: Any = None  # render.base.ChatRenderer in render_mode "gateway"
+    router: Any = None  # policies.Router when the run has several policies
 
 
 @dataclass(slots=True)
@@ -82,6 +83,7 @@ class Parsed:
     translation: Translation | None  # for Anthropic Messages and Responses
     stream: bool
     model: str  # the model name the harness is answered with
+    policy: str | None = None  # the policy serving it (several policies only)
 
 
 class CallHandler:
@@ -98,6 +100,8 @@ class CallHandler:
             if api == ApiKind.RESPONSES:
                 await self._recall_previous(state, body)
             parsed = self.parse(state, api, body, request)
+            if self.s.router is not None:
+                parsed.policy = route_policy(self.s.router, body, request.headers)
         except GatewayError as exc:
             return error_response(exc, api)
         return ModelCall(self.s, state, parsed, t0)
@@ -247,8 +251,12 @@ class ModelCall:
             except GatewayError as exc:
                 return await self._respond_error(exc)
         state.calls += 1  # reserved now so that concurrent calls cannot overrun the budget
+        if self.p.policy is not None:
+            plan = self._route(plan)
         try:
             self.version = await s.gate.enter()
+            if self.p.policy is not None:
+                self.version = s.router.versions[self.p.policy]
         except BaseException as exc:  # paused too long, or the client left while waiting: no call made
             state.calls -= 1
             if isinstance(exc, GatewayError):
@@ -315,6 +323,14 @@ class ModelCall:
         up["stream"] = stream
         return dialect.Plan(upstream=up, sampling=plan.sampling, stream=stream, want_logprobs=False,
                             want_token_ids=False, max_tokens=plan.max_tokens, n=plan.n)
+
+    def _route(self, plan: dialect.Plan) -> dialect.Plan:
+        """Several policies: the engine request names this call's policy model (its adapter)."""
+        model = self.s.router.engine_models.get(self.p.policy)
+        if model is None:
+            return plan
+        plan.upstream["model"] = model
+        return dataclasses.replace(plan, pinned_model=True)
 
     async def _serve(self, plan: dialect.Plan) -> None:
         path = PATHS[ApiKind.COMPLETIONS if self.rendered is not None else self.p.kind]
@@ -480,6 +496,8 @@ class ModelCall:
         sampling = dict(plan.sampling) if plan is not None else {}
         if p.translation is not None and p.translation.notes:
             sampling["adjusted"] = p.translation.notes
+        if p.policy is not None:
+            sampling["policy"] = p.policy
         if self.rendered is not None:
             fidelity, reason = self.rendered.fidelity, self.rendered.fidelity_reason
         elif prompt:
@@ -578,3 +596,14 @@ def _chat_logprobs(out: dict, i: int) -> dict:
     toks, vals = lp.get("tokens") or [], lp.get("token_logprobs") or []
     return {"content": [{"token": t, "logprob": v, "bytes": None, "top_logprobs": []}
                         for t, v in zip(toks, vals, strict=False)]}
+
+
+def route_policy(router: Any, body: Any, headers: Any) -> str:
+    """The policy of a call (several policies): refused as an unknown model (404) when nothing routes it."""
+    from harnessrl.policies.routing import RoutingRefused
+
+    model = body.get("model") if isinstance(body, dict) and isinstance(body.get("model"), str) else None
+    try:
+        return router.route(model, headers)
+    except RoutingRefused as exc:
+        raise GatewayError(str(exc), status=404, code="model_not_found") from None

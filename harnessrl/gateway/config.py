@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from harnessrl.gateway.render.config import RenderConfig
+from harnessrl.policies.config import RoutingConfig, ServedPolicy
 
 
 class GatewayLimits(BaseModel):
@@ -101,3 +102,7 @@ class GatewayConfig(BaseModel):
         description="Commit on the event loop (batched per loop iteration) instead of a writer thread.",
     )
     record_batch_max: int = Field(256, ge=1, description="Most calls committed in one store transaction.")
+    policies: dict[str, ServedPolicy] = Field(
+        default_factory=dict, description="Several policies (docs/policies.md): each call is routed to one by "
+        "`routing` and recorded with its name (sampling.policy) and that policy's version. Empty: one policy.")
+    routing: RoutingConfig = Field(default_factory=RoutingConfig, description="How calls find their policy.")

@@ -35,6 +35,8 @@ class Plan:
     want_token_ids: bool
     max_tokens: int
     n: int
+    #: upstream["model"] names this call's policy (its adapter): engines must not replace it.
+    pinned_model: bool = False
 
 
 def plan(api: ApiKind, body: dict, config: GatewayConfig, engine_model: str | None,

@@ -39,7 +39,7 @@ class EngineHop:
                 if last:
                     exc.message += f"; last error: {last}"
                 raise
-            if engine.model and not self._fixed_model:
+            if engine.model and not self._fixed_model and not plan.pinned_model:
                 plan.upstream["model"] = engine.model
             engine.outstanding += 1
             try:

@@ -256,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     from harnessrl.importer import add_parser as add_import_parser  # docs/trajectory-format.md
 
     add_import_parser(sub)
+    from harnessrl.sft.commands import add_parser as add_sft_parser  # docs/sft.md
+
+    add_sft_parser(sub)
     return ap
 
 

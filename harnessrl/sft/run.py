@@ -1,0 +1,146 @@
+"""``harnessrl sft CONFIG``: train the policy on recorded rollouts, then evaluate it like ``train`` does.
+
+Same stack as RL (engine, gateway, trainer with LoRA or full weights, packing, trackers), same run
+directory (``run.json``, ``checkpoints/step_N``, ``events.jsonl``, ``metrics.jsonl``), same resume: a
+step is trained iff its checkpoint exists, and step N always takes the same rollouts (a seeded shuffle,
+epoch after epoch), so running the command again continues where it stopped. Held-out evaluation
+(``[tasks] eval``, ``[run] eval_at_start`` / ``eval_every``) runs the real harness against the policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+
+from harnessrl.config import HarnessConfig
+from harnessrl.controller import Controller, EvalResult
+from harnessrl.run import TrainSummary, _baseline_from_events, close_interrupted, open_run, preflight
+from harnessrl.sft.select import Selected, select_rollouts, sft_batch
+from harnessrl.stack import Stack
+from harnessrl.store import Store, open_store
+from harnessrl.tasks import load_tasks
+from harnessrl.training.memory import tune_allocator
+from harnessrl.types import TaskSplit
+from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint, save_checkpoint_atomic
+from harnessrl.weights.versions import record_policy_version
+
+
+class SftError(ValueError):
+    """Nothing to train on, or the query names what the store does not have."""
+
+
+def step_rollouts(selected: Sequence[Selected], step: int, k: int, seed: int) -> list[Selected]:
+    """The ``k`` rollouts of ``step`` (1-based): epochs of a seeded shuffle, so a resumed run picks the same."""
+    chosen: list[Selected] = []
+    start = (step - 1) * k
+    n = len(selected)
+    while len(chosen) < min(k, n):
+        epoch, offset = divmod(start + len(chosen), n)
+        order = list(range(n))
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        chosen.append(selected[order[offset]])
+    return chosen
+
+
+def _fmt(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x:.3f}"
+
+
+def _event(config: HarnessConfig, kind: str, **data: Any) -> None:
+    with (config.run_dir / "events.jsonl").open("a") as f:
+        f.write(json.dumps({"event": kind, "time": time.time(), **data}) + "\n")
+
+
+async def sft(config: HarnessConfig, console: Console | None = None) -> TrainSummary:
+    console = console or Console(stderr=True, soft_wrap=True)
+    tune_allocator()
+    run_dir = config.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for stale in (run_dir / "checkpoints").glob("*.tmp"):
+        shutil.rmtree(stale)
+    store = open_store(config.store_url)
+    source: Store = open_store(config.sft.store) if config.sft.store else store
+    try:
+        run_id = open_run(config, store)
+        tasks = load_tasks(config, run_id)
+        store.upsert_tasks(run_id, [lt.task for split in tasks.values() for lt in split])
+        try:
+            selected = select_rollouts(source, config.sft, exclude_runs=[run_id])
+        except ValueError as exc:
+            raise SftError(str(exc)) from None
+        if not selected:
+            raise SftError("no recorded rollout matches [sft] (runs, split, status, min_reward, policy versions): "
+                           "`harnessrl rollouts --db URL` lists what the store holds")
+        if tasks[TaskSplit.EVAL]:
+            preflight(config)
+        ckpt = latest_checkpoint(run_dir)
+        done = checkpoint_step(ckpt)
+        q = config.sft
+        console.print(f"[bold]harnessrl sft[/] run {run_id} in {run_dir}: {len(selected)} rollouts selected "
+                      f"({len({s.rollout.task_id for s in selected})} tasks), {q.steps} steps of "
+                      f"{q.rollouts_per_step}, {'resuming after step ' + str(done) if done else 'starting'}")
+        t0 = time.perf_counter()
+        stack = Stack.start(config, store, run_id=run_id, train=True, checkpoint=ckpt)
+        trainer = stack.trainer
+        trainer.objective = "sft"
+        try:
+            if ckpt is not None:
+                record_policy_version(store, trainer.policy_version, ckpt, run_id=run_id, step=done)
+            async with Controller(config, stack, run_id, tasks) as ctl:
+                assert ctl.admin is not None
+                baseline = _baseline_from_events(run_dir)
+                if baseline is None and done == 0 and config.run.eval_at_start and tasks[TaskSplit.EVAL]:
+                    baseline = await ctl.evaluate(0)
+                    console.print(f"eval v0: held-out reward {_fmt(baseline.mean_reward)} ({baseline.tasks} tasks)")
+                for step in range(done + 1, q.steps + 1):
+                    t = time.perf_counter()
+                    chosen = step_rollouts(selected, step, q.rollouts_per_step, config.run.seed)
+                    batch = await asyncio.to_thread(sft_batch, source, chosen, config.training.samples,
+                                                    include_retokenized=q.include_retokenized)
+                    m = await asyncio.to_thread(trainer.step, batch)
+                    await ctl.admin.pause()
+                    try:
+                        version = await asyncio.to_thread(trainer.publish)
+                        await ctl.admin.set_policy_version(version)
+                    finally:
+                        await ctl.admin.resume()
+                    path = await asyncio.to_thread(save_checkpoint_atomic, trainer, run_dir, step)
+                    await asyncio.to_thread(record_policy_version, store, version, path, run_id=run_id, step=step)
+                    _event(config, "sft_step", step=step, policy_version=version, rollouts=len(chosen),
+                           samples=m["samples/count"], loss=m["loss"], seconds=time.perf_counter() - t)
+                    console.print(f"step {step}/{q.steps}: {len(chosen)} rollouts, {m['samples/count']} samples, "
+                                  f"{m['tokens/trained']} trained tokens | nll {m['loss']:.4f} | "
+                                  f"{time.perf_counter() - t:.0f}s")
+                    every = config.run.eval_every
+                    if every and step % every == 0 and step != q.steps and tasks[TaskSplit.EVAL]:
+                        ev = await ctl.evaluate(trainer.policy_version)
+                        console.print(f"eval v{ev.policy_version}: held-out reward {_fmt(ev.mean_reward)}")
+                final: EvalResult | None = None
+                if tasks[TaskSplit.EVAL]:
+                    final = await ctl.evaluate(trainer.policy_version)
+            store.end_run(run_id)
+            console.print(f"done in {time.perf_counter() - t0:.0f}s")
+            return TrainSummary(run_id, q.steps, baseline, final)
+        except BaseException as exc:
+            if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
+                close_interrupted(store, run_id)
+            stack.close(failed=True)
+            raise
+        finally:
+            stack.close()
+    finally:
+        if source is not store:
+            source.close()
+        store.close()
+
+
+def run_sft(config: HarnessConfig) -> TrainSummary:
+    return asyncio.run(sft(config))

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harnessrl.engines.config import EngineConfig
 from harnessrl.gateway.config import GatewayConfig
+from harnessrl.policies.config import PolicyConfig, RoutingConfig
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.runners.config import NO_LOCAL_VERIFIER_ON_KUBERNETES, RunnerConfig
 from harnessrl.sft.config import SftConfig
@@ -123,6 +124,11 @@ class HarnessConfig(BaseModel):
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     rewards: RewardConfig = Field(default_factory=RewardConfig)
     sft: SftConfig = Field(default_factory=SftConfig)
+    policies: dict[str, PolicyConfig] = Field(
+        default_factory=dict, description="Several policies in one run ([policies.<name>], docs/policies.md); "
+        "empty: one policy, as before.")
+    routing: RoutingConfig = Field(default_factory=RoutingConfig,
+                                   description="Which policy serves a call ([routing], with [policies]).")
     #: Folder of the config file: relative paths in it resolve from here.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 
@@ -141,6 +147,21 @@ class HarnessConfig(BaseModel):
         if self.runner.kind == "kubernetes" and self.rewards.verifier:
             raise ValueError(f"[rewards] verifier cannot be used with Kubernetes attempts: "
                              f"{NO_LOCAL_VERIFIER_ON_KUBERNETES}")
+        return self
+
+    @model_validator(mode="after")
+    def _policies_routed(self) -> HarnessConfig:
+        """Routes must name defined policies, and a run with policies must train at least one."""
+        if not self.policies:
+            if self.routing.models or self.routing.default:
+                raise ValueError("[routing] needs [policies.<name>] sections to route to")
+            return self
+        from harnessrl.policies.config import ServedPolicy
+        from harnessrl.policies.routing import Router
+
+        Router(self.routing, {n: ServedPolicy(frozen=p.frozen) for n, p in self.policies.items()})
+        if all(p.frozen for p in self.policies.values()):
+            raise ValueError("every policy in [policies] is frozen: nothing would be trained")
         return self
 
     def resolve(self, path: str | None) -> Path | None:

@@ -59,6 +59,10 @@ class Stack:
 
             model, tokenizer = load_model(config.engine.model, dtype=config.engine.dtype)
             engine = EmbeddedEngine(model, tokenizer, config.engine)
+            if config.policies:  # several policies: one adapter each on this base
+                from harnessrl.policies.stack import trained
+
+                engine.register_adapters(trained(config))
             engine_server = start_server(engine, owns_engine=True)
             engines = [engine_server.base_url]
         elif config.engine.kind == "vllm":
@@ -72,7 +76,14 @@ class Stack:
             check_sglang(config, train=train or checkpoint is not None)
         if not engines:
             raise ValueError('[engine] lists no urls: set kind = "embedded" or urls = ["http://host:port/v1"]')
-        if train or checkpoint is not None:
+        if (train or checkpoint is not None) and config.policies:
+            from harnessrl.policies.stack import make_policy_trainers
+
+            trainer = make_policy_trainers(config, store, run_id, engine, tokenizer,
+                                           vllm=engine_server if config.engine.kind == "vllm" else None)
+            if checkpoint is not None:
+                trainer.load_checkpoint(checkpoint)
+        elif train or checkpoint is not None:
             trainer = _make_trainer(config, store, run_id, engine, tokenizer,
                                     vllm=engine_server if config.engine.kind == "vllm" else None)
             if checkpoint is not None:
@@ -84,6 +95,11 @@ class Stack:
                 log.info("loaded checkpoint %s (step %d, policy version %d)", checkpoint, trainer.step_count,
                          trainer.policy_version)
         gw_config = config.gateway.model_copy(update={"engines": engines})
+        if config.policies:
+            from harnessrl.policies.stack import gateway_policies
+
+            gw_config = gw_config.model_copy(update={"policies": gateway_policies(config),
+                                                     "routing": config.routing})
         if config.engine.kind == "embedded":
             # The gateway renders with the served model's own tokenizer (token-exact mode).
             gw_config.render = gw_config.render.model_copy(update={"tokenizer": config.engine.model})
@@ -94,7 +110,13 @@ class Stack:
         gateway_app = Gateway(store, gw_config)
         mount_dashboard(gateway_app)  # /ui over the run's store, behind the admin token
         gateway = GatewayServer(gateway_app).start()
-        if trainer is not None and config.engine.kind == "vllm":
+        if trainer is not None and config.policies:
+            from harnessrl.policies import stack as policy_stack
+
+            policy_stack.attach(trainer, gateway)
+            if checkpoint is not None:
+                policy_stack.republish(trainer, engine)
+        elif trainer is not None and config.engine.kind == "vllm":
             vllm_stack.attach_gateway(trainer.publisher, gateway.url, gateway.gateway.admin_token)
             if trainer.policy_version > 0:  # a resumed run: serve the checkpoint's weights again
                 trainer.publisher.publish(trainer.model, trainer.policy_version)

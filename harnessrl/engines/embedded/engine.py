@@ -40,6 +40,9 @@ from harnessrl.engines.embedded.weights import apply_lora, load_full_state_dict
 
 logger = logging.getLogger(__name__)
 
+#: The adapter name of the bare base model in a mixed-adapter batch (peft's own name for it).
+BASE = "__base__"
+
 _LIVE_ENGINES: weakref.WeakSet[EmbeddedEngine] = weakref.WeakSet()
 
 
@@ -71,6 +74,7 @@ class _Request:
         self.id, self.prompt_ids, self.params = rid, prompt_ids, params
         self.max_tokens, self.window, self.handle = max_tokens, window, handle
         self.cancelled = False
+        self.adapter: str | None = None  # named LoRA adapter (several policies); None: the model as it is
         self.cache: DynamicCache | None = None
         self.prefilled = 0
         self.alive = 0  # choices still generating
@@ -107,6 +111,9 @@ class EmbeddedEngine:
             "max_batch_seen": 0,
         }
         self._prefix = PrefixCache(self.config.prefix_cache_tokens)
+        #: Several policies: adapter name -> its version (0: not published yet, served by the base).
+        self.adapters: dict[str, int] = {}
+        self._adapter_prefix: dict[str, PrefixCache] = {}  # KV depends on the adapter: one cache each
         self._cond = threading.Condition()
         self._waiting: deque[_Request] = deque()
         self._prefilling: list[_Request] = []
@@ -137,8 +144,15 @@ class EmbeddedEngine:
         *,
         request_id: str | None = None,
         loop: Any = None,
+        adapter: str | None = None,
     ) -> RequestHandle:
-        """Queue a request; events go to ``loop`` (asyncio) if given, else to ``handle.result()``."""
+        """Queue a request; events go to ``loop`` (asyncio) if given, else to ``handle.result()``.
+
+        ``adapter``: one of ``adapters`` (or ``BASE``): that LoRA adapter serves it, whatever the other
+        requests of the batch use."""
+        if adapter is not None and adapter != BASE and adapter not in self.adapters:
+            raise InvalidRequestError(f"no adapter {adapter!r} is registered; adapters: {sorted(self.adapters)}",
+                                      param="model")
         params = params or SamplingParams()
         params.validate()
         prompt_ids = [int(t) for t in prompt_ids]
@@ -149,6 +163,7 @@ class EmbeddedEngine:
         if loop is not None:
             handle.bind_loop(loop)
         req = _Request(req_id, prompt_ids, params, max_tokens, self.context_window, handle)
+        req.adapter = adapter
         holder.append(req)
         with self._cond:
             if self._closed:
@@ -228,8 +243,12 @@ class EmbeddedEngine:
         lora: str | Path | Mapping[str, torch.Tensor] | None = None,
         lora_config: Any = None,
         version: int | None = None,
+        adapter: str | None = None,
     ) -> int:
         """Load new weights between requests and return the new policy version.
+
+        ``adapter`` (several policies): load ``lora`` as that named adapter and move only its version;
+        requests naming other adapters keep theirs (the engine's own ``version`` does not move).
 
         ``state_dict``: full (or partial) weights with the model's own parameter names, copied in place.
         ``lora``: a peft adapter folder, or an adapter state dict (``get_peft_model_state_dict``) plus
@@ -237,12 +256,57 @@ class EmbeddedEngine:
         """
         if state_dict is None and lora is None:
             raise ValueError("update_weights needs state_dict= or lora=")
+        if adapter is not None:
+            return self._update_adapter(adapter, lora, lora_config, version)
         with self.paused(version=version):
             if state_dict is not None:
                 load_full_state_dict(self.model, state_dict)
             if lora is not None:
                 self.model = apply_lora(self.model, lora, lora_config)
         return self.version
+
+    def register_adapters(self, names: list[str]) -> None:
+        """Serve these adapter names (several policies); each is the base until its first update."""
+        for name in names:
+            if name == BASE or name.startswith("_"):
+                raise ValueError(f"adapter name {name!r} is reserved")
+            self.adapters.setdefault(name, 0)
+
+    def _update_adapter(self, name: str, lora: Any, lora_config: Any, version: int | None) -> int:
+        if lora is None:
+            raise ValueError("an adapter update needs lora=")
+        self.register_adapters([name])
+        new = self.adapters[name] + 1 if version is None else version
+        if new < self.adapters[name]:
+            raise ValueError(f"adapter {name!r} version must not go backwards ({new} < {self.adapters[name]})")
+        with self.paused(bump_version=False):
+            self.model = apply_lora(self.model, lora, lora_config, adapter_name=name)
+            self.adapters[name] = new
+        logger.info("engine now serves adapter %s at version %d", name, new)
+        return new
+
+    def _row_adapter(self, req: _Request) -> str:
+        """The adapter name peft runs for a request's rows (``BASE`` while its adapter is unpublished)."""
+        if req.adapter is None:  # the single policy's adapter, never one of the named ones
+            active = str(getattr(self.model, "active_adapter", BASE))
+            return BASE if active in self.adapters else active
+        if req.adapter == BASE or not self.adapters.get(req.adapter):
+            return BASE
+        return req.adapter
+
+    def _adapter_kwargs(self, reqs: list[_Request]) -> dict[str, Any]:
+        """peft's mixed-adapter batch (``adapter_names``, one per row) when any request names an adapter."""
+        if not hasattr(self.model, "peft_config") or (not self.adapters and all(r.adapter is None for r in reqs)):
+            return {}
+        return {"adapter_names": [self._row_adapter(r) for r in reqs]}
+
+    def _prefix_for(self, req: _Request) -> PrefixCache:
+        if req.adapter is None:
+            return self._prefix
+        key = self._row_adapter(req)
+        if key not in self._adapter_prefix:
+            self._adapter_prefix[key] = PrefixCache(self.config.prefix_cache_tokens)
+        return self._adapter_prefix[key]
 
     def _next_version(self, version: int | None) -> int:
         if version is None:
@@ -280,6 +344,8 @@ class EmbeddedEngine:
                     barrier.granted.set()
                     barrier.released.wait()
                     self._prefix.clear()  # its KV was computed with the weights that may just have changed
+                    for cache in self._adapter_prefix.values():
+                        cache.clear()
                     continue
                 try:
                     self._prefill_step()
@@ -299,7 +365,8 @@ class EmbeddedEngine:
             used += req.params.n
             self._prefilling.append(req)
             self.stats["requests"] += 1
-            req.handle._emit(Admitted(self.version, req.prompt_ids))
+            version = self.version if req.adapter is None else self.adapters.get(req.adapter, 0)
+            req.handle._emit(Admitted(version, req.prompt_ids))
 
     def _drop_cancelled(self) -> None:
         for req in [r for r in self._waiting if r.cancelled]:
@@ -321,12 +388,13 @@ class EmbeddedEngine:
             if budget <= 0:
                 break
             if req.cache is None:
-                reused, cached = self._prefix.lookup(req.prompt_ids)
+                reused, cached = self._prefix_for(req).lookup(req.prompt_ids)
                 req.cache, req.prefilled = cached or DynamicCache(), reused
                 self.stats["reused_prefix_tokens"] += reused
             end = min(len(req.prompt_ids), req.prefilled + budget)
             ids = torch.tensor([req.prompt_ids[req.prefilled : end]], dtype=torch.long)
-            out = self.model(input_ids=ids, cache=req.cache, use_cache=True, logits_to_keep=1)
+            out = self.model(input_ids=ids, cache=req.cache, use_cache=True, logits_to_keep=1,
+                             **self._adapter_kwargs([req]))
             budget -= end - req.prefilled
             self.stats["prefill_tokens"] += end - req.prefilled
             req.prefilled = end
@@ -347,7 +415,7 @@ class EmbeddedEngine:
             if not seq.finished:
                 alive.append(seq)
         assert req.cache is not None
-        self._prefix.insert(req.prompt_ids, [(layer.keys, layer.values) for layer in req.cache.layers])
+        self._prefix_for(req).insert(req.prompt_ids, [(layer.keys, layer.values) for layer in req.cache.layers])
         if alive:
             rows = [(layer.keys, layer.values) for layer in req.cache.layers]
             self._kv.join(rows, len(alive))
@@ -378,6 +446,7 @@ class EmbeddedEngine:
             cache=self._kv.cache(),
             use_cache=True,
             logits_to_keep=1,
+            **self._adapter_kwargs([s.req for s in running]),
         )
         self._kv.after_step(mask)
         self.stats["steps"] += 1
@@ -388,7 +457,7 @@ class EmbeddedEngine:
             self._sample_into(seq, logits[row])
             if seq.finished and not seq.req.cancelled:
                 # the cache holds the prompt and every completion token but the last (never fed back)
-                self._prefix.insert(seq.req.prompt_ids + seq.token_ids[:-1], self._kv.row(row))
+                self._prefix_for(seq.req).insert(seq.req.prompt_ids + seq.token_ids[:-1], self._kv.row(row))
             if seq.finished:
                 seq.req.alive -= 1
                 if seq.req.alive == 0:

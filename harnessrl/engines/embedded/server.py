@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import protocol as P
-from harnessrl.engines.embedded.engine import EmbeddedEngine, EngineBusyError
+from harnessrl.engines.embedded.engine import BASE, EmbeddedEngine, EngineBusyError
 from harnessrl.engines.embedded.outputs import Delta, EngineError, RequestHandle
 from harnessrl.engines.embedded.sampling import InvalidRequestError
 from harnessrl.engines.embedded.streams import Ctx, chat_stream, completion_stream, guard, result, usage
@@ -70,15 +70,19 @@ async def _body(request: Request) -> dict[str, Any]:
 def build_app(engine: EmbeddedEngine) -> Starlette:
     tok = P.TokenText(engine.tokenizer)
 
-    def submit(prompt: list[int], params: Any) -> RequestHandle:
-        return engine.submit(prompt, params, loop=asyncio.get_running_loop())
+    def submit(prompt: list[int], params: Any, body: dict[str, Any]) -> RequestHandle:
+        # Several policies: a request naming a registered adapter (or the base) is served by it, as vLLM
+        # serves a loaded LoRA by its name; any other model name is the engine's model as before.
+        model = body.get("model")
+        adapter = model if isinstance(model, str) and (model in engine.adapters or model == BASE) else None
+        return engine.submit(prompt, params, loop=asyncio.get_running_loop(), adapter=adapter)
 
     @_errors
     async def chat(request: Request) -> Response:
         body = await _body(request)
         params = P.sampling_params(body, chat=True)
         prompt = P.render_chat(engine.tokenizer, body)
-        handle = submit(prompt, params)
+        handle = submit(prompt, params, body)
         ctx = Ctx(body, engine, "chatcmpl")
         if body.get("stream"):
             return StreamingResponse(
@@ -114,11 +118,11 @@ def build_app(engine: EmbeddedEngine) -> Starlette:
         if body.get("stream"):
             if len(prompts) != 1:
                 raise InvalidRequestError("streaming supports one prompt per request", param="prompt")
-            handle = submit(prompts[0], params)
+            handle = submit(prompts[0], params, body)
             return StreamingResponse(
                 guard(handle, completion_stream(handle, ctx, tok)), media_type="text/event-stream"
             )
-        handles = [submit(p, params) for p in prompts]
+        handles = [submit(p, params, body) for p in prompts]
         outs = await asyncio.gather(*(result(h) for h in handles))
         choices, completion_tokens = [], 0
         for k, out in enumerate(outs):

@@ -25,8 +25,12 @@ def load_full_state_dict(model: Any, state_dict: Mapping[str, torch.Tensor]) -> 
         logger.info("partial weight update: %d parameters kept", len(result.missing_keys))
 
 
-def apply_lora(model: Any, lora: str | Path | Mapping[str, torch.Tensor], lora_config: Any = None) -> Any:
-    """Return the model with the adapter's weights loaded (wrapping it with peft the first time)."""
+def apply_lora(model: Any, lora: str | Path | Mapping[str, torch.Tensor], lora_config: Any = None,
+               adapter_name: str = "default") -> Any:
+    """Return the model with the adapter's weights loaded (wrapping it with peft the first time).
+
+    ``adapter_name``: several adapters live side by side on one base (one per policy); each is added the
+    first time its name is seen and replaced afterwards."""
     from peft import LoraConfig, PeftModel, get_peft_model, set_peft_model_state_dict
 
     if isinstance(lora, str | Path):
@@ -40,9 +44,15 @@ def apply_lora(model: Any, lora: str | Path | Mapping[str, torch.Tensor], lora_c
         if config is None:
             raise ValueError("the first LoRA update needs lora_config= (a peft LoraConfig or dict)")
         config.inference_mode = True  # on our copy: the trainer's config object stays untouched
-        model = get_peft_model(model, config)
+        model = get_peft_model(model, config, adapter_name=adapter_name)
         model.eval()
-    result = set_peft_model_state_dict(model, weights)
+    elif adapter_name not in model.peft_config:
+        if config is None:
+            raise ValueError(f"the first update of adapter {adapter_name!r} needs lora_config=")
+        config.inference_mode = True
+        model.add_adapter(adapter_name, config)
+        model.eval()
+    result = set_peft_model_state_dict(model, weights, adapter_name=adapter_name)
     unexpected = getattr(result, "unexpected_keys", [])
     if unexpected:
         raise ValueError(f"adapter has weights the model does not know, e.g. {unexpected[:3]}")

@@ -425,7 +425,16 @@ class Controller:
             await asyncio.to_thread(self._raise_if_all_infra, step)
         rollouts, stale = self._drop_stale(rollouts, trainer.policy_version)
         t1 = time.perf_counter()
-        batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
+        if self.config.run.mode == "rft":  # rejection sampling: the SFT loss on attempts >= the threshold
+            from harnessrl.sft.select import rft_batch
+
+            trainer.objective = "sft"
+            threshold = 1.0 if self.config.sft.min_reward is None else self.config.sft.min_reward
+            batch = await asyncio.to_thread(rft_batch, self.store, rollouts, threshold, self.config.training.samples)
+        elif getattr(trainer, "builds_batches", False):  # several policies: one batch each (policies/)
+            batch = await asyncio.to_thread(trainer.batch_from_store, self.store, rollouts)
+        else:
+            batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
         batch.counts["rollouts_stale_dropped"] += stale
         batch.counts.update(self.step_stats.pop(step, Counter()))
         metrics = await asyncio.to_thread(trainer.step, batch)

@@ -20,7 +20,7 @@ from harnessrl.store import Store
 from harnessrl.training.config import SampleConfig
 from harnessrl.training.samples import build_samples
 from harnessrl.training.train_batch import TrainBatch
-from harnessrl.types import Rollout, RolloutStatus, Sample, SampleFidelity
+from harnessrl.types import FailureKind, Rollout, RolloutStatus, Sample, SampleFidelity
 
 PAGE = 500
 
@@ -106,3 +106,28 @@ def sft_batch(store: Store, selected: Sequence[Selected], config: SampleConfig, 
                                   include_retokenized=include_retokenized)
     rewards = {s.rollout.id: s.reward for s in selected if s.reward is not None}
     return TrainBatch(samples=samples, rewards=rewards, advantages={}, counts=counts)
+
+
+def rft_batch(store: Store, rollouts: Sequence[Rollout], threshold: float, config: SampleConfig) -> TrainBatch:
+    """Rejection sampling (``[run] mode = "rft"``): a step's scored attempts at or above ``threshold``, as SFT
+    targets. Infra failures are never scored; the rest are counted as kept or rejected."""
+    selected: list[Selected] = []
+    counts: Counter[str] = Counter()
+    rewards: dict[str, float] = {}
+    for r in rollouts:
+        if r.failure_kind == FailureKind.INFRA:
+            continue
+        reward = rollout_reward(store.get_rewards(r.id))
+        if reward is None:
+            counts["rft.unscored"] += 1
+            continue
+        rewards[r.id] = reward
+        if reward >= threshold:
+            selected.append(Selected(r, reward))
+        else:
+            counts["rft.rejected"] += 1
+    counts["rft.kept"] += len(selected)
+    batch = sft_batch(store, selected, config)
+    batch.counts.update(counts)
+    batch.rewards = rewards  # the step's reward curve is every attempt's, not only the kept ones
+    return batch

@@ -434,9 +434,6 @@ class Controller:
         elif getattr(trainer, "builds_batches", False):  # several policies: one batch each (policies/)
             batch = await asyncio.to_thread(trainer.batch_from_store, self.store, rollouts)
         else:
-            if getattr(trainer, "builds_batches", False):  # several policies: one batch each (policies/)
-            batch = await asyncio.to_thread(trainer.batch_from_store, self.store, rollouts)
-        else:
             batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
         batch.counts["rollouts_stale_dropped"] += stale
         batch.counts.update(self.step_stats.pop(step, Counter()))

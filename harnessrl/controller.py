@@ -413,6 +413,24 @@ class Controller:
         return result
 
     # -- training -------------------------------------------------------------------------------------
+    async def publish_step(self, step: int) -> tuple[int, Path]:
+        """Serve the trainer's weights as the next policy version, then checkpoint ``step`` and record both.
+
+        Harness calls arriving during the swap wait in the gateway (no 429 to survive), in-flight ones
+        finish on the old weights; every call after resume is stamped with the new version.
+        """
+        assert self.admin is not None
+        trainer = self.stack.trainer
+        await self.admin.pause()
+        try:
+            version = await asyncio.to_thread(trainer.publish)
+            await self.admin.set_policy_version(version)
+        finally:
+            await self.admin.resume()
+        ckpt = await asyncio.to_thread(save_checkpoint_atomic, trainer, self.config.run_dir, step)
+        await asyncio.to_thread(record_policy_version, self.store, version, ckpt, run_id=self.run_id, step=step)
+        return version, ckpt
+
     async def train_step(self, step: int, collected: asyncio.Task[list[Rollout]] | None = None) -> StepReport:
         """Train on ``step``'s rollouts (collected now, or by ``collected`` started earlier in async mode)."""
         from harnessrl.training.train_batch import batch_from_store
@@ -439,16 +457,7 @@ class Controller:
         batch.counts.update(self.step_stats.pop(step, Counter()))
         metrics = await asyncio.to_thread(trainer.step, batch)
         t2 = time.perf_counter()
-        # Weight swap: harness calls arriving now wait in the gateway (no 429 to survive), in-flight ones
-        # finish on the old weights; every call after resume is stamped with the new version.
-        await self.admin.pause()
-        try:
-            version = await asyncio.to_thread(trainer.publish)
-            await self.admin.set_policy_version(version)
-        finally:
-            await self.admin.resume()
-        ckpt = await asyncio.to_thread(save_checkpoint_atomic, trainer, self.config.run_dir, step)
-        await asyncio.to_thread(record_policy_version, self.store, version, ckpt, run_id=self.run_id, step=step)
+        version, _ = await self.publish_step(step)
         t3 = time.perf_counter()
         rewards = [v for v in (await asyncio.to_thread(self.rewards_of, rollouts)).values() if v is not None]
         all_rollouts = await asyncio.to_thread(self._rollouts_of, step)

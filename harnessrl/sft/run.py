@@ -29,7 +29,7 @@ from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
 from harnessrl.training.memory import tune_allocator
 from harnessrl.types import TaskSplit
-from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint, save_checkpoint_atomic
+from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint
 from harnessrl.weights.versions import record_policy_version
 
 
@@ -106,14 +106,7 @@ async def sft(config: HarnessConfig, console: Console | None = None) -> TrainSum
                     batch = await asyncio.to_thread(sft_batch, source, chosen, config.training.samples,
                                                     include_retokenized=q.include_retokenized)
                     m = await asyncio.to_thread(trainer.step, batch)
-                    await ctl.admin.pause()
-                    try:
-                        version = await asyncio.to_thread(trainer.publish)
-                        await ctl.admin.set_policy_version(version)
-                    finally:
-                        await ctl.admin.resume()
-                    path = await asyncio.to_thread(save_checkpoint_atomic, trainer, run_dir, step)
-                    await asyncio.to_thread(record_policy_version, store, version, path, run_id=run_id, step=step)
+                    version, _ = await ctl.publish_step(step)
                     _event(config, "sft_step", step=step, policy_version=version, rollouts=len(chosen),
                            samples=m["samples/count"], loss=m["loss"], seconds=time.perf_counter() - t)
                     console.print(f"step {step}/{q.steps}: {len(chosen)} rollouts, {m['samples/count']} samples, "

@@ -20,7 +20,7 @@ from harnessrl.store import Store
 from harnessrl.training.config import SampleConfig
 from harnessrl.training.samples import build_samples
 from harnessrl.training.train_batch import TrainBatch
-from harnessrl.types import FailureKind, Rollout, RolloutStatus, Sample, SampleFidelity
+from harnessrl.types import Call, FailureKind, Rollout, RolloutStatus, Sample, SampleFidelity
 
 PAGE = 500
 
@@ -83,13 +83,23 @@ def best_k(selected: Sequence[Selected], k: int) -> list[Selected]:
     return [s for i, s in enumerate(selected) if i in keep]
 
 
+def _greedy_as_target(call: Call, counts: Counter[str]) -> Call:
+    """RL leaves greedy calls out (no sampling distribution to take a ratio against); SFT needs no ratio,
+    and a teacher's or an evaluation's greedy answers are good targets."""
+    if call.sampling.get("temperature") is None or float(call.sampling["temperature"]) > 0.0:
+        return call
+    counts["sft.greedy_calls"] += 1
+    return dataclasses.replace(call, sampling={**call.sampling, "temperature": 1.0})
+
+
 def sft_samples(store: Store, rollouts: Sequence[Rollout], config: SampleConfig, *,
                 include_retokenized: bool = True) -> tuple[list[Sample], Counter[str]]:
     """Every sample of ``rollouts`` as an SFT target (advantage 1, untempered), plus the build counts."""
     counts: Counter[str] = Counter()
     out: list[Sample] = []
     for r in rollouts:
-        built = build_samples(store.get_calls(r.id), r.group_id, config, rollout_id=r.id)
+        calls = [_greedy_as_target(c, counts) for c in store.get_calls(r.id)]
+        built = build_samples(calls, r.group_id, config, rollout_id=r.id)
         counts.update(built.counts)
         for s in built.samples:
             if s.fidelity == SampleFidelity.RETOKENIZED and not include_retokenized:

@@ -78,3 +78,19 @@ def test_step_order_is_a_seeded_shuffle_over_epochs() -> None:
     assert sorted(flat[:5]) == [0.0, 1.0, 2.0, 3.0, 4.0]  # every rollout once per epoch
     assert sorted(flat[5:10]) == [0.0, 1.0, 2.0, 3.0, 4.0]
     assert [s.reward for s in step_rollouts(pool[:1], 1, 4, seed=0)] == [0.0]  # never more than the pool
+
+
+def test_greedy_calls_are_sft_targets_though_rl_leaves_them_out(tmp_path: Path) -> None:
+    s = open_store(f"sqlite:///{tmp_path / 'g.db'}")
+    s.create_run("g", {}, run_id="g")
+    r = s.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h", run_id="g", rollout_id="r")
+    s.transition_rollout(r.id, RolloutStatus.RUNNING)
+    s.record_calls([NewCall(r.id, ApiKind.CHAT, CallStatus.OK, {}, None, [1, 2], [ChoiceTokens([3], [0.0], "stop")],
+                            0, sampling={"temperature": 0.0})])
+    s.add_reward(r.id, 1.0, "final")
+    s.transition_rollout(r.id, RolloutStatus.SUCCEEDED)
+    from harnessrl.training.samples import build_samples
+
+    assert build_samples(s.get_calls(r.id), "g").samples == []  # RL: excluded.greedy
+    batch = sft_batch(s, select_rollouts(s, SftConfig()), SampleConfig())
+    assert [x.token_ids for x in batch.samples] == [[1, 2, 3]] and batch.counts["sft.greedy_calls"] == 1

@@ -76,3 +76,12 @@ def test_config_sections(tmp_path) -> None:
     path.write_text('[policies.judge]\nfrozen = true\n')
     with pytest.raises(ConfigError, match="frozen"):
         load_config(path)
+
+
+def test_vllm_max_loras_covers_every_trained_policy(tmp_path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[policies.a]\n[policies.b]\n[policies.c]\nfrozen = true\n')
+    assert load_config(path).engine.vllm.max_loras == 2
+    path.write_text('[engine.vllm]\nmax_loras = 1\n[policies.a]\n[policies.b]\n')
+    with pytest.raises(ConfigError, match="max_loras"):
+        load_config(path)

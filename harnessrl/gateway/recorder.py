@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 #: Rollouts whose found secrets are remembered (the most recent), and secrets kept per rollout.
 KNOWN_ROLLOUTS = 4096
-KNOWN_PER_ROLLOUT = 64
+KNOWN_PER_ROLLOUT = 16
+KNOWN_MAX_CHARS = 128
 _Item = tuple[NewCall, asyncio.AbstractEventLoop | None, asyncio.Future | None]
 
 
@@ -163,7 +164,7 @@ class Recorder:
             if tokens is not None:
                 tokens = tokens.with_known(redact.patterns)
         hit = False
-        if known:  # else nothing matched: the text stays as it is
+        if found or known:  # else nothing matched: the text stays as it is
             before = (call.request, call.response, call.error)
             call.request = redact(call.request)
             if call.response is not None:
@@ -179,6 +180,7 @@ class Recorder:
 
     def _remember(self, rollout_id: str, found: set[str]) -> set[str]:
         known = self._known.pop(rollout_id, set())
+        found = {f for f in found if len(f) <= KNOWN_MAX_CHARS}  # keys; a PEM block is found by its pattern
         known |= set(sorted(found)[:KNOWN_PER_ROLLOUT - len(known)]) if len(known) < KNOWN_PER_ROLLOUT else set()
         self._known[rollout_id] = known  # most recent last
         while len(self._known) > KNOWN_ROLLOUTS:

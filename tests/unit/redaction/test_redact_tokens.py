@@ -130,3 +130,16 @@ def test_a_key_cut_short_is_found_once_the_rollout_showed_it(tok):
     other_rollout.rollout_id = "another"
     rec._redacted(other_rollout)  # memory is per rollout: another rollout's text is its own
     assert cut in str(other_rollout.request)
+
+
+def test_a_long_secret_is_redacted_without_being_remembered(tok):
+    from harnessrl.gateway.recorder import KNOWN_MAX_CHARS, Recorder
+    from harnessrl.gateway.redact import Redactor
+
+    rec = Recorder(None, Redactor(DEFAULT_REDACTIONS), tokens=TokenRedactor(DEFAULT_REDACTIONS, tok))  # type: ignore[arg-type]
+    key = "-----BEGIN RSA PRIVATE KEY-----\n" + "abcd" * 60 + "\n-----END RSA PRIVATE KEY-----"
+    assert len(key) > KNOWN_MAX_CHARS
+    call = call_of(ids(tok, f"file: {key}"), [ids(tok, "ok")], response={"choices": []},
+                   request={"messages": [{"content": f"file: {key}"}]})
+    rec._redacted(call)
+    assert "abcd" not in str(call.request) and "abcd" not in tok.decode(call.prompt_token_ids)

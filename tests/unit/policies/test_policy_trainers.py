@@ -11,7 +11,7 @@ from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import EmbeddedEngine
 from harnessrl.models import tiny_model
 from harnessrl.policies.config import PolicyConfig
-from harnessrl.policies.stack import AdapterPublisher
+from harnessrl.policies.stack import AdapterPublisher, republish
 from harnessrl.policies.trainers import PolicyBatches, PolicyTrainers, policy_training_config
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.shared_base import share_frozen_base
@@ -55,3 +55,25 @@ def test_one_policy_failing_does_not_block_the_other(setup, tmp_path: Path) -> N
     pt.trainers["solver"].policy_version = 7
     pt.load_checkpoint(tmp_path / "ckpt")
     assert pt.versions == {"planner": 0, "solver": 1} and pt.policy_version == 1 and pt.step_count == 1
+    republish(pt, engine)  # a resumed run serves each checkpointed adapter again at its version
+    assert engine.adapters == {"planner": 0, "solver": 1} and published[-1] == ("solver", 1)
+
+
+def test_engine_server_serves_the_adapter_a_request_names(setup) -> None:
+    import httpx
+
+    from harnessrl.engines.embedded import start_server
+
+    pt, engine, _ = setup
+    pt.step(PolicyBatches({}))
+    pt.publish()  # both policies at version 1
+    pt.step(PolicyBatches({}))
+    pt.trainers["planner"].publish()  # the planner alone at 2
+    server = start_server(engine)
+    try:
+        body = {"prompt": [1, 2, 3], "max_tokens": 2, "return_token_ids": True}
+        versions = {model: httpx.post(f"{server.base_url}/completions", json={**body, "model": model}, timeout=60)
+                    .json()["policy_version"] for model in ("planner", "solver", "__base__")}
+        assert versions == {"planner": 2, "solver": 1, "__base__": 0}
+    finally:
+        server.close()

@@ -130,6 +130,7 @@ class PolicyTrainers:
             self._stepped.add(name)
             merged.update({f"policy/{name}/{k}": v for k, v in metrics.items() if k != "step"})
         merged["policies/failed"] = len(self.failed)
+        merged.update(_summary(merged, sorted(self._stepped)))
         if self.metrics is not None:
             self.metrics.write(self.step_count, merged)
         return merged
@@ -174,3 +175,20 @@ class PolicyTrainers:
             trainer.close(failed)
         if self.metrics is not None:
             self.metrics.close(failed)
+
+
+_MEANS = ("loss", "clip_fraction", "approx_kl", "entropy", "reward/mean")
+
+
+def _summary(merged: dict[str, Any], stepped: list[str]) -> dict[str, Any]:
+    """The keys a one-policy step line reads, over the policies that stepped: means of the loss, clip,
+    KL, entropy and reward; the most groups any policy trained. Per-policy values stay under policy/<name>/."""
+    out: dict[str, Any] = {}
+    for key in _MEANS:
+        values = [merged[f"policy/{n}/{key}"] for n in stepped if isinstance(merged.get(f"policy/{n}/{key}"), float)]
+        if values:
+            out[key] = sum(values) / len(values)
+    groups = [merged.get(f"policy/{n}/count/groups.trained", 0) for n in stepped]
+    if groups:
+        out["count/groups.trained"] = max(groups)
+    return out

@@ -45,6 +45,7 @@ def test_one_policy_failing_does_not_block_the_other(setup, tmp_path: Path) -> N
     metrics = pt.step(PolicyBatches({"planner": TrainBatch(samples=[]), "solver": TrainBatch(samples=[])}))
     assert metrics["policies/failed"] == 1 and metrics["policy/planner/failed"] == 1
     assert "policy/solver/loss" in metrics
+    assert metrics["loss"] == metrics["policy/solver/loss"]  # the step line's summary: policies that stepped
     assert pt.publish() == 1
     assert published == [("solver", 1)]
     assert pt.versions == {"planner": 0, "solver": 1}

@@ -19,7 +19,7 @@ from harnessrl.gateway.config import GatewayConfig
 from harnessrl.policies.config import PolicyConfig, RoutingConfig
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.runners.config import NO_LOCAL_VERIFIER_ON_KUBERNETES, RunnerConfig
-from harnessrl.sft.config import SftConfig
+from harnessrl.sft.config import DistillConfig, SftConfig
 from harnessrl.training.config import TrainingConfig
 
 
@@ -46,10 +46,11 @@ class RunConfig(BaseModel):
     train_temperature: float | None = Field(
         1.0, ge=0.0, description="Temperature pinned for training calls (None keeps the harness's own)."
     )
-    mode: Literal["sync", "async", "rft"] = Field(
+    mode: Literal["sync", "async", "rft", "distill"] = Field(
         "sync", description="sync: generate then train; async: the next step's rollouts run during training; "
         "rft: rejection-sampling fine-tuning (train with the SFT loss on attempts with reward >= [sft] "
-        "min_reward, default 1.0; docs/sft.md)."
+        "min_reward, default 1.0); distill: on-policy distillation (per-token reverse KL to [distill] teacher). "
+        "docs/sft.md."
     )
     max_staleness: int = Field(
         1, ge=0, description="async: most policy versions a trained rollout may lag behind the trainer."
@@ -124,6 +125,7 @@ class HarnessConfig(BaseModel):
     runner: RunnerConfig = Field(default_factory=RunnerConfig)
     rewards: RewardConfig = Field(default_factory=RewardConfig)
     sft: SftConfig = Field(default_factory=SftConfig)
+    distill: DistillConfig = Field(default_factory=DistillConfig)
     policies: dict[str, PolicyConfig] = Field(
         default_factory=dict, description="Several policies in one run ([policies.<name>], docs/policies.md); "
         "empty: one policy, as before.")

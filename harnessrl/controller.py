@@ -124,6 +124,8 @@ class Controller:
         #: ``[rewards.judge]``: the run's judge, and (group mode) attempts scored but not yet judged.
         self.judge: Judge | None = None
         self._pending: dict[str, tuple[AttemptSpec, AttemptResult, RewardOutcome]] = {}
+        #: ``[run] mode = "distill"``: the teacher scoring the student's tokens, made at the first step.
+        self.teacher: Any = None
 
     # -- plumbing -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Controller:
@@ -451,6 +453,13 @@ class Controller:
             batch = await asyncio.to_thread(rft_batch, self.store, rollouts, threshold, self.config.training.samples)
         elif getattr(trainer, "builds_batches", False):  # several policies: one batch each (policies/)
             batch = await asyncio.to_thread(trainer.batch_from_store, self.store, rollouts)
+        elif self.config.run.mode == "distill":  # per-token reverse KL to the teacher (harnessrl/sft/distill.py)
+            from harnessrl.sft.distill import distill_batch, make_teacher
+
+            if self.teacher is None:
+                self.teacher = await asyncio.to_thread(make_teacher, self.config.distill)
+            batch = await asyncio.to_thread(distill_batch, self.store, rollouts, self.teacher,
+                                            self.config.training.samples)
         else:
             batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
         batch.counts["rollouts_stale_dropped"] += stale

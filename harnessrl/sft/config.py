@@ -1,6 +1,7 @@
-"""The ``[sft]`` section: which recorded rollouts ``harnessrl sft`` trains on, and for how long.
+"""The ``[sft]`` section: which recorded rollouts ``harnessrl sft`` trains on, and for how long; and the
+``[distill]`` section: the teacher of ``[run] mode = "distill"``.
 
-The same section sets the reward threshold of ``[run] mode = "rft"`` (``min_reward``).
+``[sft]`` also sets the reward threshold of ``[run] mode = "rft"`` (``min_reward``).
 """
 
 from __future__ import annotations
@@ -45,3 +46,15 @@ class SftConfig(BaseModel):
     )
     steps: int = Field(20, ge=0, description="Optimizer steps (each over rollouts_per_step rollouts).")
     rollouts_per_step: int = Field(16, ge=1, description="Rollouts per step (a seeded shuffle, epoch after epoch).")
+
+
+class DistillConfig(BaseModel):
+    """The ``[distill]`` section: where the teacher is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    teacher: str | None = Field(None, description="Model spec or model folder of an in-process teacher.")
+    teacher_url: str | None = Field(
+        None, description="Base URL (ending in /v1) of a vLLM server serving the teacher (prompt_logprobs)."
+    )
+    teacher_model: str | None = Field(None, description="Model name to ask teacher_url for (default: its first).")

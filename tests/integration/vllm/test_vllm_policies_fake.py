@@ -106,3 +106,44 @@ def test_unmatched_model_refused_when_configured(store: Store, fake: tuple) -> N
         _ask(client, "planner")  # a policy's own name routes (served by the base until published)
     finally:
         gw.stop()
+
+
+def test_stack_with_policies_on_vllm_publishes_each_policy_on_its_own(tmp_path: Path) -> None:
+    """``Stack.start`` with [policies] attached to a fake vLLM: a trainer per policy, each hot-loading
+    its own adapter and switching only its own calls; the run's version moves once per step."""
+    from harnessrl.config import HarnessConfig
+    from harnessrl.policies.trainers import PolicyBatches
+    from harnessrl.stack import Stack
+
+    server, app = start_fake_vllm()
+    cfg = HarnessConfig.model_validate({
+        "run": {"dir": str(tmp_path / "run")},
+        "engine": {"kind": "vllm", "model": "tiny", "urls": [server.url]},
+        "gateway": {"port": 0, "render_mode": "engine", "engine_model": "base"},
+        "training": {"lora": {"r": 4, "alpha": 8}},
+        "policies": {"planner": {}, "solver": {}},
+        "routing": {"models": {"gpt-4o-mini": "planner", "gpt-4o": "solver"}},
+    })
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    stack = Stack.start(cfg, store, run_id=None, train=True)
+    try:
+        trainers = stack.trainer
+        assert sorted(trainers.trainers) == ["planner", "solver"]
+        trainers.step(PolicyBatches({}))
+        assert trainers.publish() == 1
+        trainers.step(PolicyBatches({}))
+        trainers.trainers["solver"].publish()  # the solver alone moves on
+        assert set(app.adapters) == {"planner-v1", "solver-v2"}
+        admin = httpx.Client(base_url=stack.gateway_url, headers={"Authorization": f"Bearer {stack.admin_token}"})
+        r = admin.post("/admin/rollouts", json={"task_id": "t", "group_id": "g"}).json()
+        client = OpenAI(base_url=r["base_url"], api_key=r["api_key"], max_retries=0)
+        _ask(client, "gpt-4o-mini")
+        _ask(client, "gpt-4o")
+        assert [q["model"] for q in list(app.engine.requests)[-2:]] == ["planner-v1", "solver-v2"]
+        assert [(c.sampling["policy"], c.policy_version) for c in store.get_calls(r["rollout_id"])] == [
+            ("planner", 1), ("solver", 2)]
+        assert Path(app.adapters["solver-v2"]).parent == tmp_path / "run" / "policies" / "solver"
+    finally:
+        stack.close()
+        store.close()
+        server.stop()

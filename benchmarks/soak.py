@@ -227,7 +227,8 @@ def soak(label: str, url: str, db: Path | None, engine_url: str, args: argparse.
     cfg.write_text(f"[gateway.limits]\nmax_calls_per_rollout = {args.calls}\n")
     proc = subprocess.Popen([sys.executable, "-m", "harnessrl.cli", "--log-level", "WARNING", "gateway",
                              "--engine", engine_url, "--db", url, "--port", str(port), "--config", str(cfg)],
-                            env={**os.environ, "HARNESSRL_ADMIN_TOKEN": ADMIN}, stdout=subprocess.DEVNULL,
+                            env={**os.environ, "HARNESSRL_ADMIN_TOKEN": ADMIN,
+                                 **dict(kv.split("=", 1) for kv in args.gateway_env)}, stdout=subprocess.DEVNULL,
                             stderr=log)
     gw = f"http://127.0.0.1:{port}"
     try:
@@ -327,6 +328,8 @@ def main() -> int:
     ap.add_argument("--stores", default="sqlite,postgresql")
     ap.add_argument("--pg-url", default=os.environ.get("HARNESSRL_TEST_POSTGRES_URL"))
     ap.add_argument("--sample-s", type=float, default=10.0)
+    ap.add_argument("--gateway-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="set in the gateway's environment (e.g. MALLOC_ARENA_MAX=2); repeatable")
     ap.add_argument("--out", type=Path, help="write the results (with the time series) as JSON here")
     args = ap.parse_args()
 

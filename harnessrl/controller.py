@@ -464,6 +464,8 @@ class Controller:
             batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
         batch.counts["rollouts_stale_dropped"] += stale
         batch.counts.update(self.step_stats.pop(step, Counter()))
+        if self.stack.engine is not None and self.config.run.mode != "async":  # idle now: its caches go stale
+            await asyncio.to_thread(self.stack.engine.release_memory)  # so the step's peak is not theirs + ours
         metrics = await asyncio.to_thread(trainer.step, batch)
         t2 = time.perf_counter()
         version, _ = await self.publish_step(step)

@@ -40,7 +40,7 @@ from harnessrl.runners.preflight import CommandNotFound, check_command
 from harnessrl.stack import Stack
 from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
-from harnessrl.training.memory import tune_allocator
+from harnessrl.memory import tune_allocator
 from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
 from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint
 from harnessrl.weights.versions import record_policy_version
@@ -161,7 +161,7 @@ def _fmt(x: float) -> str:
 async def train(config: HarnessConfig, console: Console | None = None) -> TrainSummary:
     # soft_wrap: a step line stays one line in a log or pipe (the terminal wraps it visually)
     console = console or Console(stderr=True, soft_wrap=True)
-    tune_allocator()  # before the engine, gateway and trainer threads exist (see training/memory.py)
+    tune_allocator()  # before the engine, gateway and trainer threads exist (see harnessrl/memory.py)
     run_dir = config.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in (run_dir / "checkpoints").glob("*.tmp"):

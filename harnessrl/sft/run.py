@@ -27,7 +27,7 @@ from harnessrl.sft.select import Selected, select_rollouts, sft_batch
 from harnessrl.stack import Stack
 from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
-from harnessrl.training.memory import tune_allocator
+from harnessrl.memory import tune_allocator
 from harnessrl.types import TaskSplit
 from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint
 from harnessrl.weights.versions import record_policy_version

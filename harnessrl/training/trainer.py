@@ -29,7 +29,7 @@ from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.fsdp_parallel import DistContext, is_dummy
 from harnessrl.training.losses import policy_loss, sft_loss, token_weights
-from harnessrl.training.memory import peak_rss_bytes, trainer_allocations
+from harnessrl.memory import peak_rss_bytes, trainer_allocations
 from harnessrl.training.metrics import MetricsWriter
 from harnessrl.training.micro_batches import MicroBatch, make_micro_batches
 from harnessrl.training.ppo_minibatches import split_by_rollout
@@ -145,7 +145,7 @@ class Trainer:
     def step(self, batch: TrainBatch | Sequence[Sample]) -> dict[str, Any]:
         """One training step over ``batch`` (``mini_batches`` x ``ppo_epochs`` optimizer updates, 1 by
         default); returns (and writes) the step's metrics."""
-        with trainer_allocations():  # activations go back to the kernel when freed (training/memory.py)
+        with trainer_allocations():  # activations go back to the kernel when freed (harnessrl/memory.py)
             return self._step(batch)
 
     def _step(self, batch: TrainBatch | Sequence[Sample]) -> dict[str, Any]:

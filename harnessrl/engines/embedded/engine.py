@@ -37,6 +37,7 @@ from harnessrl.engines.embedded.prefix_cache import PrefixCache
 from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams, sample_token
 from harnessrl.engines.embedded.sequence import Sequence
 from harnessrl.engines.embedded.weights import apply_lora, load_full_state_dict
+from harnessrl.memory import release_free_memory
 
 logger = logging.getLogger(__name__)
 
@@ -264,6 +265,20 @@ class EmbeddedEngine:
             if lora is not None:
                 self.model = apply_lora(self.model, lora, lora_config)
         return self.version
+
+    def release_memory(self) -> None:
+        """Drop the prefix caches and hand freed heap pages back to the kernel, between rollouts and training.
+
+        Their KV was computed with the weights the coming update replaces (publishing clears them anyway), so
+        dropping them first costs nothing, and the trainer's activations then start from the engine's idle
+        footprint instead of stacking on top of its caches (the demo's peak: 2.97 GB with them kept).
+        Waits for in-flight requests like ``paused``.
+        """
+        with self.paused(bump_version=False):  # the scheduler thread waits on the barrier: caches are ours
+            self._prefix.clear()
+            for cache in self._adapter_prefix.values():
+                cache.clear()
+        release_free_memory()
 
     def register_adapters(self, names: list[str]) -> None:
         """Serve these adapter names (several policies); each is the base until its first update."""

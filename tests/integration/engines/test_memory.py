@@ -37,7 +37,7 @@ from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import EmbeddedEngine
 from harnessrl.training.trainer import Trainer
 from harnessrl.training.config import TrainingConfig
-from harnessrl.training.memory import tune_allocator
+from harnessrl.memory import tune_allocator
 from harnessrl.training.shared_base import share_frozen_base
 from harnessrl.types import Sample, SampleFidelity
 tune_allocator()

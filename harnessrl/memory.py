@@ -1,4 +1,4 @@
-"""Resident memory of one training process: glibc's allocator settings, trimming, and the peak.
+"""Resident memory of one process (engine, gateway, trainer): glibc's allocator settings, trimming, the peak.
 
 A training step allocates and frees a few GB of activations. With glibc's default *dynamic* mmap threshold,
 the first large free raises the threshold to that size, after which activation-sized blocks come from the
@@ -67,6 +67,7 @@ def trainer_allocations() -> Iterator[None]:
     """
     libc = _glibc()
     own = libc is not None and "MALLOC_MMAP_THRESHOLD_" not in os.environ
+    release_free_memory()  # what the rollouts freed, before activations stack on top of it
     if own:
         libc.mallopt(_M_MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD)
     try:

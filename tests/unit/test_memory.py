@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from harnessrl.training.memory import peak_rss_bytes, release_free_memory, trainer_allocations, tune_allocator
+from harnessrl.memory import peak_rss_bytes, release_free_memory, trainer_allocations, tune_allocator
 
 
 def test_allocations_inside_a_step_are_returned_and_the_peak_is_read() -> None:

@@ -226,6 +226,56 @@ def import_conversations(store: Store, records: Sequence[dict[str, Any]], tokeni
     return report
 
 
+def conversations_of_run(store: Store, run_id: str) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """A recorded run's rollouts as conversations: the last chat call's request messages plus its reply.
+
+    For traces recorded while the gateway forwarded to a *different* model (a teacher behind
+    ``--engine URL``): its token IDs are the teacher's, so the student trains on the text, re-tokenized.
+    Only OpenAI chat calls are read; other APIs are counted and skipped.
+    """
+    from harnessrl.rewards.outcome import rollout_reward
+
+    out: list[dict[str, Any]] = []
+    counts: Counter[str] = Counter()
+    offset = 0
+    while True:
+        page = store.list_rollouts(run_id=run_id, status=RolloutStatus.SUCCEEDED, limit=500, offset=offset)
+        for r in page:
+            calls = [c for c in store.get_calls(r.id) if c.status == CallStatus.OK and c.response]
+            if not calls or calls[-1].api != ApiKind.CHAT:
+                counts["skipped.no_chat_call"] += 1
+                continue
+            last = calls[-1]
+            choices = (last.response or {}).get("choices") or []
+            message = choices[0].get("message") if choices else None
+            if not isinstance(message, dict):
+                counts["skipped.no_reply"] += 1
+                continue
+            reply = {k: v for k, v in message.items() if k in ("role", "content", "tool_calls") and v is not None}
+            out.append({"messages": [*last.request.get("messages", []), reply], "tools": last.request.get("tools"),
+                        "reward": rollout_reward(store.get_rewards(r.id)), "task_id": r.task_id,
+                        "split": r.metadata.get("split", "train"), "recorded": [
+                            (list(c.prompt_token_ids), list(c.completion_token_ids)) for c in calls]})
+        if len(page) < 500:
+            return out, counts
+        offset += len(page)
+
+
+def import_run(source: Store, run_id: str, store: Store, tokenizer: Any, *, model: str,
+               dest_run_id: str | None = None) -> ImportReport:
+    """Re-tokenize a recorded run's conversations with the student's template into ``store``; counts the
+    turns whose token boundaries changed (the student's tokens of a turn differ from the recorded ones)."""
+    records, skipped = conversations_of_run(source, run_id)
+    report = import_conversations(store, records, tokenizer, source=f"run {run_id}", model=model, run_id=dest_run_id)
+    report.counts.update(skipped)
+    for rec in records:
+        turns = tokenize_conversation(tokenizer, rec["messages"], rec.get("tools"))
+        recorded = rec["recorded"]
+        for t, (_, completion) in zip(turns, recorded[-len(turns):] if turns else [], strict=False):
+            report.counts["tokens_changed"] += int(t.completion != completion)
+    return report
+
+
 def import_file(store: Store, path: str | Path, *, tokenizer_spec: str | None = None,
                 run_id: str | None = None) -> ImportReport:
     """Import ``path`` (kind detected from its records) into ``store``."""
@@ -265,7 +315,19 @@ def cmd_import(args: Any) -> int:
     url, model = _target(args.into)
     store = open_store(url)
     try:
-        report = import_file(store, args.file, tokenizer_spec=args.tokenizer or model, run_id=args.run)
+        if args.from_run:
+            spec = args.tokenizer or model
+            if spec is None:
+                raise ImportFormatError("re-tokenizing a run needs the student's tokenizer: --into CONFIG or --tokenizer")
+            from harnessrl.models import load_tokenizer
+
+            source = open_store(args.file)
+            try:
+                report = import_run(source, args.from_run, store, load_tokenizer(spec), model=spec, dest_run_id=args.run)
+            finally:
+                source.close()
+        else:
+            report = import_file(store, args.file, tokenizer_spec=args.tokenizer or model, run_id=args.run)
     except (ImportFormatError, FileNotFoundError) as exc:
         raise SystemExit(f"harnessrl import: {exc}") from None
     finally:
@@ -277,10 +339,12 @@ def cmd_import(args: Any) -> int:
 def add_parser(sub: Any) -> None:
     """``harnessrl import`` on the CLI's subparsers (docs/trajectory-format.md)."""
     p = sub.add_parser("import", help="load a harnessrl export or a JSONL of OpenAI-style conversations into a store")
-    p.add_argument("file", help="an export (.parquet / .jsonl) or a conversations .jsonl")
+    p.add_argument("file", help="an export (.parquet / .jsonl), a conversations .jsonl, or with --from-run a store URL")
     p.add_argument("--into", required=True, help="CONFIG.toml (its store; its [engine] model tokenizes "
                    "conversations) or a store URL")
     p.add_argument("--tokenizer", help="model spec whose chat template tokenizes conversations (default: the "
                    "config's [engine] model)")
     p.add_argument("--run", help="run id to create for the imported rollouts (default import-<hex>)")
+    p.add_argument("--from-run", metavar="RUN", help="re-tokenize this run of the store FILE (traces of another "
+                   "model: its chat conversations, rendered with the student's template)")
     p.set_defaults(func=cmd_import)

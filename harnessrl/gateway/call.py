@@ -296,7 +296,7 @@ class ModelCall:
                         acc.prompt() if acc else [], acc.choices() if acc else [], None, self.version,
                         CallStatus.CANCELLED, "client went away while the call was served"))
             gone.cancel()
-        if serve.done():
+        if not serve.cancelled():  # cancelled above: the harness went away, nobody is left to answer
             serve.result()
 
     def _render(self) -> dialect.Plan:

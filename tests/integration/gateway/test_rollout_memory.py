@@ -5,6 +5,7 @@ and reads older ones back from the store when a harness continues one."""
 from __future__ import annotations
 
 import openai
+import pytest
 
 from harnessrl.gateway.apis.responses import KEEP_CONVERSATIONS
 from harnessrl.gateway.fidelity import KEEP, PromptHistory
@@ -61,3 +62,20 @@ def test_responses_older_than_those_kept_are_read_back_from_the_store(gw):
         assert "previous_response_id" in str(exc)
     else:
         raise AssertionError("an unknown previous_response_id was accepted")
+
+
+def test_a_closed_rollouts_render_history_is_dropped(make_gateway):
+    """Gateway render mode keeps each rollout's token history; closing the rollout must free it (it did not:
+    ``Renderer.forget`` had no caller, so every finished rollout's history stayed)."""
+    pytest.importorskip("transformers")
+    from harnessrl.gateway.render import RenderConfig
+
+    gw = make_gateway(render_mode="gateway", render=RenderConfig(tokenizer="tiny"))
+    r = gw.rollout()
+    c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
+    c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hello"}], max_tokens=4)
+    histories = gw.gateway.calls.s.renderer._histories
+    assert r.id in histories
+    for status in ("running", "succeeded"):
+        assert gw.admin.post(f"/admin/rollouts/{r.id}/status", json={"status": status}).status_code == 200
+    assert r.id not in histories

@@ -384,12 +384,7 @@ class Controller:
         return set(await existing()) if existing is not None else set()
 
     def _rollouts_of(self, step: int) -> list[Rollout]:
-        out: list[Rollout] = []
-        while True:
-            page = self.store.list_rollouts(run_id=self.run_id, step=step, limit=500, offset=len(out))
-            out += page
-            if len(page) < 500:
-                return out
+        return list(self.store.iter_rollouts(run_id=self.run_id, step=step))
 
     # -- evaluation -----------------------------------------------------------------------------------
     async def evaluate(self, policy_version: int) -> EvalResult:

@@ -35,12 +35,11 @@ from harnessrl.inspection.rollout_view import sample_config
 from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.store import NotFound, Store
 from harnessrl.training.samples import build_samples
-from harnessrl.types import Rollout, RolloutStatus, Run
+from harnessrl.types import RolloutStatus, Run
 
 log = logging.getLogger(__name__)
 
 Format = Literal["parquet", "jsonl"]
-PAGE = 500
 #: Version of the record schema (docs/trajectory-format.md). Bump it when a field changes meaning or goes.
 FORMAT_VERSION = 1
 
@@ -88,16 +87,6 @@ class _TokenScrubbers:
         return self._by_spec[spec]
 
 
-def _rollouts(store: Store, run_id: str | None, status: RolloutStatus | None) -> Iterator[Rollout]:
-    offset = 0
-    while True:
-        page = store.list_rollouts(run_id=run_id, status=status, limit=PAGE, offset=offset)
-        yield from page
-        if len(page) < PAGE:
-            return
-        offset += len(page)
-
-
 def sample_records(store: Store, *, run_id: str | None = None, status: RolloutStatus | None = None,
                    redact: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
     """Every sample of the selected rollouts as a flat record (see the module docstring)."""
@@ -107,7 +96,7 @@ def sample_records(store: Store, *, run_id: str | None = None, status: RolloutSt
     redactor = redactor_for(list(runs.values()) if run_id is None else [runs[run_id]], redact)
     tokens = _TokenScrubbers(redactor.patterns)
     purged = 0
-    for r in _rollouts(store, run_id, status):
+    for r in store.iter_rollouts(run_id=run_id, status=status):
         if r.purged_at is not None:  # retention emptied its calls: say so rather than export nothing quietly
             purged += 1
             continue

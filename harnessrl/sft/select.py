@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from harnessrl.rewards.outcome import rollout_reward
@@ -20,9 +20,7 @@ from harnessrl.store import Store
 from harnessrl.training.config import SampleConfig
 from harnessrl.training.samples import build_samples
 from harnessrl.training.train_batch import TrainBatch
-from harnessrl.types import Call, FailureKind, Rollout, RolloutStatus, Sample, SampleFidelity
-
-PAGE = 500
+from harnessrl.types import Call, FailureKind, Rollout, Sample, SampleFidelity
 
 
 @dataclass(slots=True)
@@ -31,16 +29,6 @@ class Selected:
 
     rollout: Rollout
     reward: float | None
-
-
-def _pages(store: Store, run_id: str, status: RolloutStatus) -> Iterator[Rollout]:
-    offset = 0
-    while True:
-        page = store.list_rollouts(run_id=run_id, status=status, limit=PAGE, offset=offset)
-        yield from page
-        if len(page) < PAGE:
-            return
-        offset += len(page)
 
 
 def select_rollouts(store: Store, query: SftConfig, *, exclude_runs: Iterable[str] = ()) -> list[Selected]:
@@ -55,7 +43,7 @@ def select_rollouts(store: Store, query: SftConfig, *, exclude_runs: Iterable[st
     kept: list[Selected] = []
     for run_id in runs:
         for status in query.status:
-            for r in _pages(store, run_id, status):
+            for r in store.iter_rollouts(run_id=run_id, status=status):
                 if query.split != "any" and r.metadata.get("split", "train") != query.split:
                     continue
                 if query.min_policy_version is not None and r.policy_version < query.min_policy_version:

@@ -8,7 +8,7 @@ calls is committed in one transaction (group commit) *before* the harness gets i
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +162,17 @@ class Store(abc.ABC):
         failure_kind: FailureKind | None = None,
     ) -> list[Rollout]:
         """Rollouts oldest first, filtered by every given field; paged with ``limit``/``offset``."""
+
+    def iter_rollouts(self, *, page: int = 500, **filters: Any) -> Iterator[Rollout]:
+        """Every rollout ``list_rollouts(**filters)`` matches, oldest first, read ``page`` at a time (a run
+        holds more rollouts than one page; export, SFT selection and the controller read them all)."""
+        offset = 0
+        while True:
+            rows = self.list_rollouts(limit=page, offset=offset, **filters)
+            yield from rows
+            if len(rows) < page:
+                return
+            offset += len(rows)
 
     def rollout_stats(self, rollout_ids: Sequence[str]) -> dict[str, RolloutStats]:
         """Call counts and rewards of many rollouts at once (a dashboard page), without decoding tokens.

@@ -81,7 +81,7 @@ def test_a_step_and_an_evaluation_call_the_store_only_from_worker_threads(tmp_pa
                                                                 admin_token="admin-secret"))).start()
     guard = LoopGuardStore(controller_store)
     stack = SimpleNamespace(store=guard, gateway_url=server.url, admin_token="admin-secret",
-                            trainer=StandInTrainer(), gateway=None)
+                            trainer=StandInTrainer(), gateway=None, engine=None)
     tasks = load_tasks(config, run_id)
 
     async def main() -> tuple:

@@ -120,6 +120,16 @@ def test_paging_is_in_creation_order(store: Store, new_rollout: Callable[..., st
         store.list_rollouts(offset=-1)
 
 
+@pytest.mark.parametrize("n", [0, 7, 20, 21])  # none, under a page, whole pages, one past
+def test_iter_rollouts_reads_every_page_once(store: Store, new_rollout: Callable[..., str], n: int) -> None:
+    ids = [new_rollout() for _ in range(n)]
+    assert [r.id for r in store.iter_rollouts(page=7)] == ids
+    for rid in ids[-1:]:
+        store.transition_rollout(rid, S.RUNNING)
+    running = [r.id for r in store.iter_rollouts(page=7, status=S.RUNNING)]  # filters pass through
+    assert running == ids[-1:]
+
+
 def test_filters(store: Store, new_rollout: Callable[..., str]) -> None:
     a, b = store.create_run("a", {}).id, store.create_run("b", {}).id
     made = {

@@ -275,10 +275,13 @@ class EmbeddedEngine:
         Waits for in-flight requests like ``paused``.
         """
         with self.paused(bump_version=False):  # the scheduler thread waits on the barrier: caches are ours
-            self._prefix.clear()
-            for cache in self._adapter_prefix.values():
-                cache.clear()
+            self._clear_prefix_caches()
         release_free_memory()
+
+    def _clear_prefix_caches(self) -> None:
+        self._prefix.clear()
+        for cache in self._adapter_prefix.values():
+            cache.clear()
 
     def register_adapters(self, names: list[str]) -> None:
         """Serve these adapter names (several policies); each is the base until its first update."""
@@ -358,9 +361,7 @@ class EmbeddedEngine:
                         self._barriers.popleft()
                     barrier.granted.set()
                     barrier.released.wait()
-                    self._prefix.clear()  # its KV was computed with the weights that may just have changed
-                    for cache in self._adapter_prefix.values():
-                        cache.clear()
+                    self._clear_prefix_caches()  # their KV was computed with the weights that may just have changed
                     continue
                 try:
                     self._prefill_step()

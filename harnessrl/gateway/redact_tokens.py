@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnessrl.byte_level import BYTE_OF
 from harnessrl.gateway.redact import REPLACEMENT
 from harnessrl.store.base import NewCall
 from harnessrl.types import CallStatus, ChoiceTokens
@@ -38,22 +39,6 @@ MAX_ROUNDS = 3
 #: Fields of a stored response (and its choices) that carry tokens: removed from a redacted call's record.
 TOKEN_FIELDS = ("logprobs", "token_ids", "prompt_token_ids", "prompt_logprobs")
 Span = tuple[int, int]
-
-
-def _bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte <-> printable character table (byte-level BPE token strings are written in it)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
-    cs = list(bs)
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, (chr(c) for c in cs), strict=True))
-
-
-_UNICODE_TO_BYTE = {c: b for b, c in _bytes_to_unicode().items()}
 
 
 def _is_byte_level(tokenizer: Any) -> bool:
@@ -244,7 +229,7 @@ class TokenRedactor:
         missing = [i for i in set(ids).difference(cache.keys())]
         if missing:
             for tid, tok in zip(missing, self.tokenizer.convert_ids_to_tokens(missing), strict=True):
-                cache[tid] = b"".join(bytes([_UNICODE_TO_BYTE[c]]) if c in _UNICODE_TO_BYTE else c.encode()
+                cache[tid] = b"".join(bytes([BYTE_OF[c]]) if c in BYTE_OF else c.encode()
                                       for c in tok or "")
         pieces = list(map(cache.__getitem__, ids))
         data = b"".join(pieces)

@@ -11,6 +11,7 @@ import time
 from functools import lru_cache
 from typing import Any
 
+from harnessrl.byte_level import BYTE_OF
 from harnessrl.engines.embedded.outputs import Delta
 from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams
 
@@ -125,9 +126,8 @@ class TokenText:
 
     def _bytes(self, token_id: int) -> list[int]:
         piece = self.tokenizer.convert_ids_to_tokens(token_id)
-        decoder = _byte_decoder()
-        if isinstance(piece, str) and piece and all(ch in decoder for ch in piece):
-            return [decoder[ch] for ch in piece]  # byte-level BPE: the exact bytes, even mid-character
+        if isinstance(piece, str) and piece and all(ch in BYTE_OF for ch in piece):
+            return [BYTE_OF[ch] for ch in piece]  # byte-level BPE: the exact bytes, even mid-character
         return list(self._text(token_id).encode("utf-8"))
 
     def chat_logprobs(self, delta: Delta) -> dict[str, Any]:
@@ -164,24 +164,6 @@ class TokenText:
             "top_logprobs": top,
             "text_offset": offsets,
         }
-
-
-@lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
-    """Inverse of GPT-2's bytes_to_unicode map used by byte-level BPE vocabularies."""
-    bs = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
 
 
 def error_body(

@@ -24,7 +24,7 @@ from typing import Literal
 Dialect = Literal["sqlite", "postgresql"]
 
 #: Bump when the tables change and add the step to ``MIGRATIONS``.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: ``MIGRATIONS[v]`` upgrades a database from version ``v`` to ``v + 1``.
 _TASK_INDEX = "CREATE INDEX IF NOT EXISTS rollouts_by_task ON rollouts (run_id, task_id, created_at, id)"
@@ -54,6 +54,74 @@ _JUDGE_CALLS = """CREATE TABLE IF NOT EXISTS judge_calls (
 )"""
 _JUDGE_CACHE_INDEX = "CREATE INDEX IF NOT EXISTS judge_calls_by_cache ON judge_calls (cache_key, created_at)"
 
+#: Production mode (``harnessrl/production/``, docs/production.md). A deployment is an application served
+#: by the gateway; its recorded sessions are rollouts of the deployment's own run (``run_id``), so export,
+#: inspection and training read them as they read any rollout. Keys are stored as SHA-256 hashes only.
+_DEPLOYMENTS = """CREATE TABLE IF NOT EXISTS deployments (
+    name TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    config TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+)"""
+_APP_KEYS = """CREATE TABLE IF NOT EXISTS app_keys (
+    id TEXT PRIMARY KEY,
+    deployment TEXT NOT NULL REFERENCES deployments (name),
+    key_hash TEXT NOT NULL UNIQUE,
+    label TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    revoked_at DOUBLE PRECISION
+)"""
+#: One conversation of a deployed application. ``id`` is the application's session id (header or path) or
+#: a conversation-prefix digest; ``rollout_id`` is set only when the session is recorded (sampled
+#: recording); ``arm`` (``stable`` | ``canary``) and ``policy_version`` say what served it. When its feedback
+#: window closes, ``outcome`` holds the combined feedback and ``outcome_status`` how it was decided
+#: (``open`` -> ``scored`` | ``defaulted`` | ``dropped``); ``trained_version`` is the version whose update used it.
+_SESSIONS = """CREATE TABLE IF NOT EXISTS sessions (
+    deployment TEXT NOT NULL REFERENCES deployments (name),
+    id TEXT NOT NULL,
+    rollout_id TEXT REFERENCES rollouts (id),
+    key_id TEXT NOT NULL,
+    arm TEXT NOT NULL,
+    policy_version INTEGER NOT NULL,
+    recorded INTEGER NOT NULL,
+    calls INTEGER NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    last_call_at DOUBLE PRECISION NOT NULL,
+    feedback_closes_at DOUBLE PRECISION NOT NULL,
+    outcome DOUBLE PRECISION,
+    outcome_status TEXT NOT NULL,
+    trained_version INTEGER,
+    PRIMARY KEY (deployment, id)
+)"""
+_SESSIONS_BY_WINDOW = ("CREATE INDEX IF NOT EXISTS sessions_by_window ON sessions"
+                       " (deployment, outcome_status, feedback_closes_at)")
+_FEEDBACK = """CREATE TABLE IF NOT EXISTS feedback (
+    deployment TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    feedback_index INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    value DOUBLE PRECISION NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (deployment, session_id, feedback_index),
+    FOREIGN KEY (deployment, session_id) REFERENCES sessions (deployment, id)
+)"""
+#: Every decision about which version serves which fraction of a deployment's sessions: ``start`` (a
+#: candidate begins serving ``fraction``), ``promote``, ``rollback``, ``hold`` (evaluated, not yet decided);
+#: ``stats`` is the evidence (sessions and mean outcome per arm) as JSON.
+_CANARY_DECISIONS = """CREATE TABLE IF NOT EXISTS canary_decisions (
+    deployment TEXT NOT NULL REFERENCES deployments (name),
+    decision_index INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    stable_version INTEGER NOT NULL,
+    candidate_version INTEGER,
+    fraction DOUBLE PRECISION NOT NULL,
+    stats TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (deployment, decision_index)
+)"""
+_PRODUCTION = [_DEPLOYMENTS, _APP_KEYS, _SESSIONS, _SESSIONS_BY_WINDOW, _FEEDBACK, _CANARY_DECISIONS]
+
 MIGRATIONS: dict[int, list[str]] = {
     1: [_TASK_INDEX],  # the dashboard filters a run's rollouts by task
     2: [  # retention: a run's end, and what was purged
@@ -62,6 +130,7 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE calls ADD COLUMN purged_at DOUBLE PRECISION",
     ],
     3: [_JUDGE_CALLS, _JUDGE_CACHE_INDEX],  # judge calls of a rollout
+    4: _PRODUCTION,  # production mode: deployments, app keys, sessions, feedback, canary
 }
 
 _TABLES = """
@@ -168,4 +237,4 @@ def ddl(dialect: Dialect) -> list[str]:
     blob = {"sqlite": "BLOB", "postgresql": "BYTEA"}[dialect]
     text = _TABLES.replace("{blob}", blob).replace("{task_index}", _TASK_INDEX)
     text = text.replace("{judge_calls}", _JUDGE_CALLS).replace("{judge_cache_index}", _JUDGE_CACHE_INDEX)
-    return [stmt.strip() for stmt in text.split(";") if stmt.strip()]
+    return [stmt.strip() for stmt in text.split(";") if stmt.strip()] + list(_PRODUCTION)

@@ -1,5 +1,5 @@
 """Judge calls in the store, on every driver: numbering per rollout, group rows, cache lookup, retention,
-and the migration of a version-3 database (before judge calls) to version 4."""
+and the migration of a version-3 database (before judge calls) to the current version."""
 
 from __future__ import annotations
 
@@ -101,8 +101,11 @@ def test_a_version_3_sqlite_database_migrates_to_judge_calls(tmp_path: Path) -> 
         assert "judge_calls" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     _check_migrated(f"sqlite:///{path}")
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)] == [(4,)]
-        assert "judge_calls_by_cache" in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)] == [(5,)]
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        # every later step ran too: judge calls (v4), then production mode's tables (v5)
+        assert {"judge_calls_by_cache", "deployments", "app_keys", "sessions", "feedback",
+                "canary_decisions", "sessions_by_window"} <= names
 
 
 def test_a_version_3_postgres_database_migrates_to_judge_calls() -> None:
@@ -120,7 +123,10 @@ def test_a_version_3_postgres_database_migrates_to_judge_calls() -> None:
         _check_migrated(f"{base}{'&' if '?' in base else '?'}schema={schema}")
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'SET search_path TO "{schema}"')
-            assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
+            assert conn.execute("SELECT version FROM schema_version").fetchall() == [(5,)]
+            tables = {r[0] for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))}
+            assert {"judge_calls", "deployments", "app_keys", "sessions", "feedback", "canary_decisions"} <= tables
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

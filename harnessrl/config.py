@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from harnessrl.engines.config import EngineConfig
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.policies.config import PolicyConfig, RoutingConfig
+from harnessrl.production.config import ProductionConfig
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.runners.config import NO_LOCAL_VERIFIER_ON_KUBERNETES, RunnerConfig
 from harnessrl.sft.config import DistillConfig, SftConfig
@@ -131,6 +132,8 @@ class HarnessConfig(BaseModel):
         "empty: one policy, as before.")
     routing: RoutingConfig = Field(default_factory=RoutingConfig,
                                    description="Which policy serves a call ([routing], with [policies]).")
+    production: ProductionConfig = Field(default_factory=ProductionConfig, description="Production mode "
+                                         "([gateway] mode = 'production'): deployments, sessions, feedback.")
     #: Folder of the config file: relative paths in it resolve from here.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 

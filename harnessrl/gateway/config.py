@@ -48,6 +48,10 @@ DEFAULT_REDACTIONS = [
 class GatewayConfig(BaseModel):
     """The recording gateway: where it listens, which engines it forwards to, and how it records."""
 
+    mode: Literal["training", "production"] = Field(
+        "training", description="'training': rollouts under /r/{rollout}/v1 for runs; 'production': also "
+        "deployed applications under /p/{deployment}/v1 with app keys and sessions ([production], "
+        "docs/production.md).")
     host: str = Field("127.0.0.1", description="Interface to listen on (loopback by default).")
     port: int = Field(8400, ge=0, le=65535, description="TCP port; 0 picks a free one.")
     public_url: str | None = Field(

@@ -1,0 +1,105 @@
+"""``[production]``: how the gateway serves deployed applications (``[gateway] mode = "production"``).
+
+Kept apart from the code that reads it, like every section model. Sub-tables belong to the part that
+reads them: sessions and recording (gateway), ``feedback`` (windows), ``canary`` (safe rollout),
+``training`` (the off-policy loop of ``[run] source = "production"``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: A deployment's name: it is a path segment of ``/p/{deployment}/v1`` and part of its run's name.
+DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def check_deployment_name(name: str) -> str:
+    if not DEPLOYMENT_NAME.match(name):
+        raise ValueError(f"deployment name {name!r} is invalid: 1-64 characters of letters, digits, '.', '_', "
+                         "'-', starting with a letter or digit (it becomes the path segment /p/<name>/v1)")
+    return name
+
+
+class DeploymentConfig(BaseModel):
+    """One deployed application (``[production.deployments.<name>]``); every key is optional."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    record_fraction: float | None = Field(
+        None, ge=0.0, le=1.0, description="This deployment's share of sessions recorded; None: "
+        "[production] record_fraction.")
+
+
+class FeedbackConfig(BaseModel):
+    """Delayed feedback on sessions (``[production.feedback]``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    window_s: float = Field(86400.0, gt=0, description="Feedback is accepted this long after a session's last "
+                                                       "call; then the session's outcome is decided.")
+    missing: Literal["drop"] | float = Field(
+        "drop", description="Outcome of a session nobody rated: 'drop' (left out of training) or a number.")
+    combine: Literal["mean", "last", "min", "weighted"] = Field(
+        "mean", description="How several feedback signals of one session combine into its outcome.")
+    weights: dict[str, float] = Field(
+        default_factory=dict, description="Signal name -> weight for combine = 'weighted'; when set, names "
+        "not listed are refused (400).")
+
+
+class CanaryConfig(BaseModel):
+    """Safe rollout of a new version (``[production.canary]``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fraction: float = Field(0.1, gt=0.0, lt=1.0, description="Share of new sessions the candidate serves.")
+    min_sessions: int = Field(50, ge=1, description="Sessions with a decided outcome per arm before a decision.")
+    max_regression: float = Field(0.05, ge=0.0, description="The candidate's mean outcome may trail the stable "
+                                                            "version's by at most this and still be promoted.")
+
+
+class ProductionTrainingConfig(BaseModel):
+    """Off-policy training from production sessions (``[production.training]``, ``[run] source``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_staleness: int = Field(2, ge=0, description="Sessions served by a version older than current minus "
+                                                    "this are dropped (counted), never trained.")
+    group_by: Literal["none", "task"] = Field(
+        "none", description="'none': advantage = outcome minus a running mean; 'task': group baselines where "
+        "sessions of the same task exist.")
+
+
+class ProductionConfig(BaseModel):
+    """Production mode of the gateway: sessions, sampled recording, feedback, canary, training."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_header: str = Field("X-Session-Id", description="Request header naming the session of a call "
+                                                            "(and response header returning it).")
+    record_fraction: float = Field(
+        1.0, ge=0.0, le=1.0, description="Share of sessions recorded (decided per session, deterministically "
+        "from its id); the others are served and counted, none of their calls stored.")
+    session_idle_s: float = Field(1800.0, gt=0, description="A session without calls this long is over; its "
+                                                            "feedback window starts at its last call.")
+    deployments: dict[str, DeploymentConfig] = Field(
+        default_factory=dict, description="Deployments created at start (more with POST /admin/deployments).")
+    feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
+    canary: CanaryConfig = Field(default_factory=CanaryConfig)
+    training: ProductionTrainingConfig = Field(default_factory=ProductionTrainingConfig)
+
+    @field_validator("deployments")
+    @classmethod
+    def _names(cls, value: dict[str, DeploymentConfig]) -> dict[str, DeploymentConfig]:
+        for name in value:
+            check_deployment_name(name)
+        return value
+
+    def record_fraction_of(self, deployment: str, config: DeploymentConfig | None = None) -> float:
+        """The recorded share of ``deployment``'s sessions: its own setting, else the gateway-wide one."""
+        own = config if config is not None else self.deployments.get(deployment)
+        if own is not None and own.record_fraction is not None:
+            return own.record_fraction
+        return self.record_fraction

@@ -1,0 +1,179 @@
+"""Canary decisions: which version serves which fraction of a deployment's sessions, and why.
+
+Every evaluation of a canary is a row of ``canary_decisions``, numbered per deployment under the
+deployment's row lock: ``start`` (a candidate begins serving ``fraction`` of new sessions), ``hold``
+(evaluated, not enough evidence or not yet decided), ``promote`` (the candidate becomes the stable
+version), ``rollback`` (the candidate is dropped). The current state is read back from the newest row,
+so a restarted gateway serves what it served before. ``stats`` is the evidence as JSON: the sessions and
+mean outcome per arm, and where each arm's weights live (``weights``: an adapter folder, so a restarted
+engine can load them again). The per-arm statistics read ``sessions`` (``deployments.py`` writes it).
+The table is in ``schema.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from harnessrl.store.rows import RowLike
+
+#: The actions of ``canary_decisions``; ``promote`` and ``rollback`` end a canary.
+ACTIONS = ("start", "hold", "promote", "rollback")
+#: Session outcomes that count as decided (``dropped`` sessions have none).
+DECIDED = ("scored", "defaulted")
+
+_COLUMNS = ("deployment", "decision_index", "action", "stable_version", "candidate_version", "fraction",
+            "stats", "reason", "created_at")
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryDecision:
+    """One decision about a deployment's versions, with its evidence (``stats``) and reason.
+
+    ``stable_version``: the version serving the stable arm when decided (after a ``promote``, the new
+    stable version is ``candidate_version``). ``index`` and ``created_at`` are set by the store.
+    """
+
+    deployment: str
+    action: str
+    stable_version: int
+    candidate_version: int | None
+    fraction: float
+    stats: dict[str, Any]
+    reason: str
+    created_at: float = 0.0
+    index: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryState:
+    """What serves a deployment now, read from its newest decision.
+
+    ``stable_version`` None: no decision yet (the gateway's own version serves everything).
+    ``candidate_version`` is set while a canary runs (after ``start`` or ``hold``); ``started_at`` is when
+    it started (per-arm statistics count sessions created since then). ``weights`` maps ``stable`` and
+    ``candidate`` to their adapter folders (None: the engine's own model, or weights held in memory only).
+    """
+
+    stable_version: int | None = None
+    candidate_version: int | None = None
+    fraction: float = 0.0
+    started_at: float | None = None
+    weights: dict[str, str | None] = field(default_factory=dict)
+    last: CanaryDecision | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.candidate_version is not None
+
+
+@dataclass(frozen=True, slots=True)
+class ArmStats:
+    """Sessions of one (arm, version) created since a time: how many, how many decided, their mean."""
+
+    arm: str
+    version: int
+    sessions: int
+    decided: int
+    mean: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"arm": self.arm, "version": self.version, "sessions": self.sessions, "decided": self.decided,
+                "mean": self.mean}
+
+
+def _decision(r: RowLike) -> CanaryDecision:
+    return CanaryDecision(r["deployment"], r["action"], r["stable_version"], r["candidate_version"],
+                          r["fraction"], orjson.loads(r["stats"]), r["reason"], r["created_at"],
+                          r["decision_index"])  # fmt: skip
+
+
+def state_of(decisions: Sequence[CanaryDecision]) -> CanaryState:
+    """The serving state after ``decisions`` (oldest first): what the newest one left running."""
+    if not decisions:
+        return CanaryState()
+    last = decisions[-1]
+    weights = dict(last.stats.get("weights") or {})
+    if last.action in ("start", "hold"):
+        start = next((d for d in reversed(decisions) if d.action == "start"), last)
+        return CanaryState(last.stable_version, last.candidate_version, last.fraction, start.created_at,
+                           weights, last)
+    if last.action == "promote":
+        return CanaryState(last.candidate_version, None, 0.0, None, {"stable": weights.get("candidate")}, last)
+    return CanaryState(last.stable_version, None, 0.0, None, {"stable": weights.get("stable")}, last)
+
+
+class CanaryMixin:
+    """The canary methods of ``SqlStore`` drivers (mixed in before ``SqlStore``)."""
+
+    P: str
+    LOCK_ROWS: str
+    if TYPE_CHECKING:  # supplied by SqlStore and the driver; stubs here would shadow them at run time
+        def _write(self) -> AbstractContextManager[Any]: ...
+        def _read(self) -> AbstractContextManager[Any]: ...
+        def _text(self, value: str | None) -> str | None: ...
+        def _one(self, conn: Any, sql: str, args: Sequence[Any], what: str) -> RowLike: ...
+
+    def add_canary_decision(self, decision: CanaryDecision) -> CanaryDecision:
+        """Record one decision, numbered after the deployment's last one; returns it numbered and timed."""
+        if decision.action not in ACTIONS:
+            raise ValueError(f"canary action {decision.action!r} is not one of {ACTIONS}")
+        p = self.P
+        with self._write() as conn:
+            self._one(conn, f"SELECT 1 FROM deployments WHERE name = {p}{self.LOCK_ROWS}", (decision.deployment,),
+                      f"deployment {decision.deployment!r}")
+            sql = f"SELECT COALESCE(MAX(decision_index) + 1, 0) AS n FROM canary_decisions WHERE deployment = {p}"
+            index = int(self._one(conn, sql, (decision.deployment,), "the next decision index")["n"])
+            row = CanaryDecision(decision.deployment, decision.action, decision.stable_version,
+                                 decision.candidate_version, float(decision.fraction), decision.stats,
+                                 decision.reason, time.time(), index)  # fmt: skip
+            conn.execute(
+                f"INSERT INTO canary_decisions ({', '.join(_COLUMNS)}) VALUES ({', '.join([p] * len(_COLUMNS))})",
+                (row.deployment, row.index, row.action, row.stable_version, row.candidate_version, row.fraction,
+                 orjson.dumps(row.stats).decode(), self._text(row.reason), row.created_at))
+        return row
+
+    def canary_decisions(self, deployment: str, limit: int | None = None) -> list[CanaryDecision]:
+        """The deployment's decisions, oldest first; ``limit``: only the newest ``limit`` of them."""
+        p = self.P
+        with self._read() as conn:
+            if limit is None:
+                sql = f"SELECT * FROM canary_decisions WHERE deployment = {p} ORDER BY decision_index"
+                return [_decision(r) for r in conn.execute(sql, (deployment,)).fetchall()]
+            sql = (f"SELECT * FROM canary_decisions WHERE deployment = {p} ORDER BY decision_index DESC"
+                   f" LIMIT {int(limit)}")
+            return [_decision(r) for r in reversed(conn.execute(sql, (deployment,)).fetchall())]
+
+    def canary_state(self, deployment: str) -> CanaryState:
+        """What serves the deployment now (from its newest decision and the latest ``start``)."""
+        p = self.P
+        with self._read() as conn:
+            last = conn.execute(f"SELECT * FROM canary_decisions WHERE deployment = {p} ORDER BY decision_index"
+                                " DESC LIMIT 1", (deployment,)).fetchone()  # fmt: skip
+            if last is None:
+                return CanaryState()
+            start = conn.execute(f"SELECT * FROM canary_decisions WHERE deployment = {p} AND action = 'start'"
+                                 " ORDER BY decision_index DESC LIMIT 1", (deployment,)).fetchone()  # fmt: skip
+        decisions = [_decision(start)] if start is not None else []
+        return state_of([*decisions, _decision(last)])
+
+    def arm_stats(self, deployment: str, since: float) -> list[ArmStats]:
+        """Per (arm, version): the deployment's sessions created at or after ``since``, those with a decided
+        outcome (scored or defaulted) and their mean outcome; ordered by arm and version."""
+        p = self.P
+        decided = ", ".join(f"'{s}'" for s in DECIDED)
+        sql = (f"SELECT arm, policy_version, COUNT(*) AS n,"
+               f" SUM(CASE WHEN outcome_status IN ({decided}) AND outcome IS NOT NULL THEN 1 ELSE 0 END) AS d,"
+               f" AVG(CASE WHEN outcome_status IN ({decided}) THEN outcome END) AS m"
+               f" FROM sessions WHERE deployment = {p} AND created_at >= {p}"
+               " GROUP BY arm, policy_version ORDER BY arm, policy_version")
+        with self._read() as conn:
+            rows = conn.execute(sql, (deployment, since)).fetchall()
+        return [ArmStats(r["arm"], int(r["policy_version"]), int(r["n"]), int(r["d"] or 0),
+                         None if r["m"] is None else float(r["m"])) for r in rows]

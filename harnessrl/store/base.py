@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harnessrl.store.judge_calls import JudgeCall
 from harnessrl.store.retention import PurgeCounts
@@ -29,6 +29,9 @@ from harnessrl.types import (
     Task,
     TaskSplit,
 )
+
+if TYPE_CHECKING:  # feedback.py builds on this module's errors
+    from harnessrl.store.feedback import Decide, Feedback, SessionWindow
 
 
 class StoreError(Exception):
@@ -229,6 +232,46 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def cached_judgement(self, cache_key: str) -> list[JudgeCall]:
         """The rows of the newest answered judging with ``cache_key`` (empty: none)."""
+
+    # -- production feedback (``feedback.py``) ---------------------------------------------------------
+    @abc.abstractmethod
+    def add_feedback(self, deployment: str, session_id: str, name: str, value: float,
+                     now: float | None = None) -> Feedback:
+        """Record one signal on a session, numbered per session; ``NotFound`` (unknown session) or
+        ``FeedbackWindowClosed`` (after its window)."""
+
+    @abc.abstractmethod
+    def get_feedback(self, deployment: str, session_id: str) -> list[Feedback]:
+        """A session's signals, oldest first."""
+
+    @abc.abstractmethod
+    def get_session_window(self, deployment: str, session_id: str) -> SessionWindow:
+        """A session's window, outcome and trained mark."""
+
+    @abc.abstractmethod
+    def due_windows(self, now: float, deployment: str | None = None, limit: int = 500) -> list[SessionWindow]:
+        """Open sessions whose feedback window closed by ``now``, earliest first."""
+
+    @abc.abstractmethod
+    def close_window(self, deployment: str, session_id: str, decide: Decide,
+                     now: float | None = None) -> SessionWindow | None:
+        """Decide a due session's outcome in one transaction (reward and rollout close when recorded)."""
+
+    @abc.abstractmethod
+    def trainable_sessions(self, deployment: str, min_version: int, limit: int = 1000) -> list[SessionWindow]:
+        """Recorded, decided, untrained sessions served by ``min_version`` or later."""
+
+    @abc.abstractmethod
+    def drop_stale_sessions(self, deployment: str, min_version: int) -> int:
+        """Mark the untrained sessions served before ``min_version`` as stale; how many."""
+
+    @abc.abstractmethod
+    def mark_sessions_trained(self, deployment: str, session_ids: Sequence[str], version: int) -> int:
+        """Mark sessions as used by the update that produced ``version``."""
+
+    @abc.abstractmethod
+    def trained_outcomes(self, deployment: str) -> list[tuple[int, float]]:
+        """``(trained_version, outcome)`` of the trained sessions, by version."""
 
     # -- policy versions ------------------------------------------------------------------------------
     @abc.abstractmethod

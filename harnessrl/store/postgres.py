@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from harnessrl.store.base import StoreError
+from harnessrl.store.feedback import FeedbackMixin
 from harnessrl.store.judge_calls import JudgeCallsMixin
 from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl
 from harnessrl.store.sql import SqlStore
@@ -78,7 +79,7 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresStore(JudgeCallsMixin, SqlStore):
+class PostgresStore(FeedbackMixin, JudgeCallsMixin, SqlStore):
     """``Store`` on a PostgreSQL database; safe to share between threads and between processes."""
 
     P = "%s"

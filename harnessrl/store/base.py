@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harnessrl.store.canary import ArmStats, CanaryDecision, CanaryState
 from harnessrl.store.judge_calls import JudgeCall
 from harnessrl.store.retention import PurgeCounts
 from harnessrl.types import (
@@ -272,6 +273,23 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def trained_outcomes(self, deployment: str) -> list[tuple[int, float]]:
         """``(trained_version, outcome)`` of the trained sessions, by version."""
+
+    # -- canary decisions (``canary.py``) -------------------------------------------------------------
+    @abc.abstractmethod
+    def add_canary_decision(self, decision: CanaryDecision) -> CanaryDecision:
+        """Record a deployment's canary decision, numbered after its last one."""
+
+    @abc.abstractmethod
+    def canary_decisions(self, deployment: str, limit: int | None = None) -> list[CanaryDecision]:
+        """A deployment's canary decisions, oldest first (``limit``: the newest ones only)."""
+
+    @abc.abstractmethod
+    def canary_state(self, deployment: str) -> CanaryState:
+        """Which versions serve the deployment now, from its newest decision."""
+
+    @abc.abstractmethod
+    def arm_stats(self, deployment: str, since: float) -> list[ArmStats]:
+        """Per arm and version: sessions created since ``since``, how many decided, their mean outcome."""
 
     # -- policy versions ------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -35,6 +35,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from harnessrl.store.base import StoreError
+from harnessrl.store.canary import CanaryMixin
 from harnessrl.store.feedback import FeedbackMixin
 from harnessrl.store.judge_calls import JudgeCallsMixin
 from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl
@@ -79,7 +80,7 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresStore(FeedbackMixin, JudgeCallsMixin, SqlStore):
+class PostgresStore(CanaryMixin, FeedbackMixin, JudgeCallsMixin, SqlStore):
     """``Store`` on a PostgreSQL database; safe to share between threads and between processes."""
 
     P = "%s"

@@ -31,7 +31,8 @@ from harnessrl.types import (
     TaskSplit,
 )
 
-if TYPE_CHECKING:  # feedback.py builds on this module's errors
+if TYPE_CHECKING:  # feedback.py and deployments.py build on this module's errors
+    from harnessrl.store.deployments import AppKey, Deployment, Session, SessionTouch
     from harnessrl.store.feedback import Decide, Feedback, SessionWindow
 
 
@@ -233,6 +234,48 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def cached_judgement(self, cache_key: str) -> list[JudgeCall]:
         """The rows of the newest answered judging with ``cache_key`` (empty: none)."""
+
+    # -- production deployments, app keys, sessions (``deployments.py``) ------------------------------
+    @abc.abstractmethod
+    def create_deployment(self, name: str, config: dict[str, Any]) -> Deployment:
+        """Create a deployment and its run ``production:<name>``; ``AlreadyExists`` if the name is taken."""
+
+    @abc.abstractmethod
+    def get_deployment(self, name: str) -> Deployment: ...
+
+    @abc.abstractmethod
+    def list_deployments(self) -> list[Deployment]: ...
+
+    @abc.abstractmethod
+    def add_app_key(self, deployment: str, key_hash: str, label: str) -> AppKey:
+        """Store an app key of ``deployment`` by its hash only."""
+
+    @abc.abstractmethod
+    def find_app_key(self, key_hash: str) -> AppKey | None:
+        """The key with this hash, revoked or not; None if there is none."""
+
+    @abc.abstractmethod
+    def list_app_keys(self, deployment: str) -> list[AppKey]: ...
+
+    @abc.abstractmethod
+    def revoke_app_key(self, deployment: str, key_id: str) -> AppKey: ...
+
+    @abc.abstractmethod
+    def open_session(self, deployment: str, session_id: str, *, key_id: str, arm: str, policy_version: int,
+                     recorded: bool, window_s: float, rollout_key_hash: str) -> tuple[Session, bool]:
+        """The session, created with its running rollout (when recorded) on its first call (True) or as
+        another call created it (False)."""
+
+    @abc.abstractmethod
+    def get_session(self, deployment: str, session_id: str) -> Session: ...
+
+    @abc.abstractmethod
+    def touch_sessions(self, touches: Sequence[SessionTouch], window_s: float) -> int:
+        """Count calls of open sessions and move their feedback windows forward; how many were open."""
+
+    @abc.abstractmethod
+    def list_sessions(self, deployment: str, *, recorded: bool | None = None, limit: int = 100,
+                      offset: int = 0) -> list[Session]: ...
 
     # -- production feedback (``feedback.py``) ---------------------------------------------------------
     @abc.abstractmethod

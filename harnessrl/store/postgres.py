@@ -36,6 +36,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from harnessrl.store.base import StoreError
 from harnessrl.store.canary import CanaryMixin
+from harnessrl.store.deployments import DeploymentsMixin
 from harnessrl.store.feedback import FeedbackMixin
 from harnessrl.store.judge_calls import JudgeCallsMixin
 from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl
@@ -80,7 +81,7 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresStore(CanaryMixin, FeedbackMixin, JudgeCallsMixin, SqlStore):
+class PostgresStore(CanaryMixin, DeploymentsMixin, FeedbackMixin, JudgeCallsMixin, SqlStore):
     """``Store`` on a PostgreSQL database; safe to share between threads and between processes."""
 
     P = "%s"

@@ -21,6 +21,7 @@ from urllib.parse import parse_qs
 
 from harnessrl.store.base import NewCall, StoreError
 from harnessrl.store.canary import CanaryMixin
+from harnessrl.store.deployments import DeploymentsMixin
 from harnessrl.store.feedback import FeedbackMixin
 from harnessrl.store.judge_calls import JudgeCallsMixin
 from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl
@@ -29,7 +30,7 @@ from harnessrl.store.sql import SqlStore
 Synchronous = Literal["NORMAL", "FULL"]
 
 
-class SqliteStore(CanaryMixin, FeedbackMixin, JudgeCallsMixin, SqlStore):
+class SqliteStore(CanaryMixin, DeploymentsMixin, FeedbackMixin, JudgeCallsMixin, SqlStore):
     """``Store`` on one SQLite file (or ``:memory:``, which serves reads from the writer connection)."""
 
     P = "?"

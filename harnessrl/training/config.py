@@ -101,6 +101,10 @@ class TrainingConfig(BaseModel):
     )
     kl_coef: float = Field(0.0, ge=0.0, description="KL-to-reference penalty (k3 estimator); 0 = off.")
     entropy_metric: bool = Field(True, description="Compute the policy entropy on trained tokens (metric).")
+    entropy_coef: float = Field(
+        0.0, ge=0.0, description="Entropy bonus: the loss subtracts coef x the policy's entropy at each trained "
+        "token (weighted as the token is), which slows the collapse of sampling onto one answer before a "
+        "better one was found (docs/training.md section 7); 0 = off.")
 
     # -- optimisation ----------------------------------------------------------------------------------
     lr: float = Field(1e-5, gt=0, description="AdamW learning rate.")

@@ -34,8 +34,10 @@ def token_logprobs(
     device: torch.device,
     autocast_dtype: torch.dtype | None = None,
     with_entropy: bool = False,
+    entropy_grad: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Logprob of each trained token of ``mb`` (and the policy entropy there, without gradient)."""
+    """Logprob of each trained token of ``mb`` (and the policy entropy there: without gradient for the
+    metric, with it when ``entropy_grad``, for an entropy bonus in the loss)."""
     kwargs: dict[str, object] = {
         "input_ids": mb.input_ids.to(device),
         "position_ids": mb.position_ids.to(device),
@@ -69,8 +71,8 @@ def token_logprobs(
     targets = mb.target_ids.to(device)
     logp = logits.gather(-1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
     entropy = None
-    if with_entropy:
-        with torch.no_grad():
-            lp = torch.log_softmax(logits.detach(), dim=-1)
+    if with_entropy or entropy_grad:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            lp = torch.log_softmax(logits if entropy_grad else logits.detach(), dim=-1)
             entropy = -(lp.exp() * lp).sum(-1)
     return logp, entropy

@@ -65,8 +65,13 @@ def policy_loss(
     ref_logp: torch.Tensor | None = None,
     kl_coef: float = 0.0,
     old_logp: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+    entropy_coef: float = 0.0,
 ) -> LossOutput:
     """PPO clipped objective over trained tokens (all 1-D tensors of the same length).
+
+    ``entropy`` (the policy's entropy at each token, with gradient) times ``entropy_coef`` is subtracted
+    per token: a bonus for keeping the sampling distribution open.
 
     Without ``tis_cap`` the ratio is taken against the engine's behaviour logprobs. With it, the ratio is
     taken against the trainer's own "old" logprobs and each token is weighted by
@@ -91,6 +96,8 @@ def policy_loss(
         d = ref_logp - logp
         ref_kl = torch.exp(d) - d - 1.0  # k3 estimator: unbiased, always >= 0
         per_token = per_token + kl_coef * ref_kl
+    if entropy is not None and entropy_coef > 0:
+        per_token = per_token - entropy_coef * entropy
     loss = (per_token * weights).sum()
     with torch.no_grad():
         log_r = logp.detach() - behaviour_logp

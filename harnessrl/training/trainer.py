@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from harnessrl.memory import peak_rss_bytes, trainer_allocations
 from harnessrl.store.base import Store
 from harnessrl.training import checkpoint as ckpt
 from harnessrl.training.attention import FLASH, VARLEN, register_varlen_attention
@@ -29,7 +30,6 @@ from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.fsdp_parallel import DistContext, is_dummy
 from harnessrl.training.losses import policy_loss, sft_loss, token_weights
-from harnessrl.memory import peak_rss_bytes, trainer_allocations
 from harnessrl.training.metrics import MetricsWriter
 from harnessrl.training.micro_batches import MicroBatch, make_micro_batches
 from harnessrl.training.ppo_minibatches import split_by_rollout
@@ -212,7 +212,9 @@ class Trainer:
             tr = time.perf_counter()
             ref_logp = self._reference_logprobs(mb)
             ref_time = time.perf_counter() - tr
-        logp, entropy = token_logprobs(self.model, mb, self.device, self.autocast_dtype, cfg.entropy_metric)
+        bonus = cfg.entropy_coef > 0 and self.objective != "sft"
+        logp, entropy = token_logprobs(self.model, mb, self.device, self.autocast_dtype, cfg.entropy_metric,
+                                       entropy_grad=bonus)
         if self.objective == "sft":
             out = sft_loss(logp, mb.weights.to(self.device), ref_logp=ref_logp, kl_coef=cfg.kl_coef)
         else:
@@ -227,6 +229,8 @@ class Trainer:
                 ref_logp=ref_logp,
                 kl_coef=cfg.kl_coef,
                 old_logp=old_logp,
+                entropy=entropy if bonus else None,
+                entropy_coef=cfg.entropy_coef,
             )
         out.loss.backward()
         if is_dummy(mb):  # an idle rank's zero-weight filler (keeps FSDP collectives in step)
@@ -235,7 +239,7 @@ class Trainer:
         for key in ("clipped", "approx_kl", "ratio", "is_weight", "ref_kl"):
             sums[key] += getattr(out, key)
         if entropy is not None:
-            sums["entropy"] += float(entropy.sum())
+            sums["entropy"] += float(entropy.detach().sum())
         sums["update_tokens"] += mb.num_trained
         if count:
             sums["trained_tokens"] += mb.num_trained

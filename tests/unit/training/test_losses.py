@@ -129,3 +129,16 @@ def test_rollout_normalization_gradient_invariant_to_splitting(spec, advs):
     assert merged.keys() == split.keys()
     for t in merged:
         assert split[t] == pytest.approx(merged[t], abs=1e-12)
+
+
+def test_entropy_bonus_is_subtracted_per_token_and_its_gradient_opens_the_distribution():
+    logits = torch.tensor([[3.0, 0.0, 0.0]], requires_grad=True)
+    lp = torch.log_softmax(logits, -1)
+    entropy = -(lp.exp() * lp).sum(-1)
+    logp = lp[:, 0]
+    out = policy_loss(logp, logp.detach(), torch.zeros(1), torch.ones(1), entropy=entropy, entropy_coef=0.5)
+    assert float(out.loss.detach()) == pytest.approx(-0.5 * float(entropy.detach()))
+    out.loss.backward()
+    assert logits.grad[0, 0] > 0 > logits.grad[0, 1]  # descending lowers the peaked logit: entropy rises
+    off = policy_loss(logp.detach(), logp.detach(), torch.zeros(1), torch.ones(1), entropy=entropy.detach())
+    assert float(off.loss) == 0.0  # coef 0 (the default): no bonus

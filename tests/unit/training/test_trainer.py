@@ -239,3 +239,18 @@ def test_several_updates_with_truncated_is_fix_the_old_policy_before_the_first()
     assert one["clip_fraction"] == 0.0  # an update against the policy it starts from clips nothing
     # clip_fraction is over both updates' tokens: the first contributes 0, so > 0.25 means most of the second
     assert two["clip_fraction"] > 0.25, two["clip_fraction"]
+
+
+def test_entropy_bonus_keeps_the_policy_entropy_higher_than_without():
+    """The same peaked policy, batch and updates with and without the bonus; every attempt rewarded, so
+    plain policy gradient sharpens the policy onto the sampled tokens, and the bonus resists it."""
+    ends = {}
+    for coef in (0.0, 0.5):
+        model = tiny_llama()
+        with torch.no_grad():
+            model.lm_head.weight.mul_(30.0)  # a peaked distribution (a random one is near uniform, flat gradient)
+        batch = [s.__class__(**{**{f: getattr(s, f) for f in s.__slots__}, "advantage": 1.0}) for s in _batch(model)]
+        trainer = Trainer(model, _cfg(entropy_coef=coef, clip_eps=10.0, lr=1e-2, lora=None))
+        ends[coef] = [trainer.step(batch)["entropy"] for _ in range(6)]
+    assert ends[0.0][-1] < ends[0.0][0], ends  # without the bonus the policy sharpens
+    assert ends[0.5][-1] > ends[0.0][-1] + 0.05, ends

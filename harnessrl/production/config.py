@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 #: A deployment's name: it is a path segment of ``/p/{deployment}/v1`` and part of its run's name.
 DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -47,6 +47,14 @@ class FeedbackConfig(BaseModel):
     weights: dict[str, float] = Field(
         default_factory=dict, description="Signal name -> weight for combine = 'weighted'; when set, names "
         "not listed are refused (400).")
+    close_interval_s: float = Field(30.0, gt=0, description="How often the gateway closes due windows.")
+
+    @model_validator(mode="after")
+    def _weighted_needs_weights(self) -> FeedbackConfig:
+        if self.combine == "weighted" and not any(w > 0 for w in self.weights.values()):
+            raise ValueError("[production.feedback] combine = 'weighted' needs weights = {name = weight, ...} "
+                             "with at least one positive weight")
+        return self
 
 
 class CanaryConfig(BaseModel):
@@ -68,8 +76,18 @@ class ProductionTrainingConfig(BaseModel):
     max_staleness: int = Field(2, ge=0, description="Sessions served by a version older than current minus "
                                                     "this are dropped (counted), never trained.")
     group_by: Literal["none", "task"] = Field(
-        "none", description="'none': advantage = outcome minus a running mean; 'task': group baselines where "
-        "sessions of the same task exist.")
+        "none", description="'none': advantage = outcome minus a running mean; 'task': sessions that opened "
+        "with the same prompt (system + first user message, token for token) and number 2+ in a step use "
+        "their own mean instead.")
+    min_sessions: int = Field(8, ge=1, description="A step waits until this many recorded sessions have a "
+                                                   "decided outcome and are not trained yet.")
+    max_sessions: int = Field(64, ge=1, description="Most sessions one step trains on (oldest windows first).")
+    baseline_decay: float = Field(0.9, ge=0.0, lt=1.0, description="The running mean baseline: weight of the "
+                                  "past at each step's update (0: the previous step's mean only).")
+    poll_s: float = Field(5.0, gt=0, description="How often the loop looks for newly closed windows and for "
+                                                 "its canary's decision.")
+    tis_cap: float = Field(2.0, gt=0, description="Truncation of the importance weights p_trainer/p_behaviour "
+                                                  "(used when [training] tis_cap is not set).")
 
 
 class ProductionConfig(BaseModel):

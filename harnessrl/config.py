@@ -69,6 +69,13 @@ class RunConfig(BaseModel):
         "whose rewards differ (zero-variance groups carry no gradient), as DAPO does; bounded by "
         "max_attempts_per_step. Counted per step (count/dynamic.*)."
     )
+    source: Literal["tasks", "production"] = Field(
+        "tasks", description="tasks: launch attempts of [tasks] and train on them; production: serve the "
+        "deployment [run] deployment through the production gateway and train off-policy on its recorded "
+        "sessions whose feedback window closed ([production.training], docs/production.md). `steps` counts "
+        "updates either way."
+    )
+    deployment: str | None = Field(None, description="source = production: the deployment whose sessions train.")
     max_attempts_per_step: int | None = Field(
         None, ge=1, description="dynamic_sampling: most attempts one step may launch, extras included "
         "(None: 3 x tasks_per_step x attempts_per_task)."
@@ -144,6 +151,20 @@ class HarnessConfig(BaseModel):
             self.engine.seed = self.run.seed
         if "seed" not in self.training.model_fields_set:
             self.training.seed = self.run.seed
+        return self
+
+    @model_validator(mode="after")
+    def _production_source(self) -> HarnessConfig:
+        """Training from production traffic needs a deployment and the gateway in production mode."""
+        if self.run.source != "production":
+            return self
+        if not self.run.deployment:
+            raise ValueError('[run] source = "production" needs [run] deployment = "<name>"')
+        if self.gateway.mode != "production":
+            if "mode" in self.gateway.model_fields_set:
+                raise ValueError('[run] source = "production" serves the deployment: set [gateway] mode = '
+                                 '"production" (or leave it unset)')
+            self.gateway.mode = "production"
         return self
 
     @model_validator(mode="after")

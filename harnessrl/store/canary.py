@@ -58,14 +58,16 @@ class CanaryState:
     ``stable_version`` None: no decision yet (the gateway's own version serves everything).
     ``candidate_version`` is set while a canary runs (after ``start`` or ``hold``); ``started_at`` is when
     it started (per-arm statistics count sessions created since then). ``weights`` maps ``stable`` and
-    ``candidate`` to their adapter folders (None: the engine's own model, or weights held in memory only).
+    ``candidate`` to their adapter folders (None: the engine's own model, or weights held in memory only)
+    and ``stable_model``/``candidate_model`` to the model names the engines serve them under (None: the
+    gateway's default model).
     """
 
     stable_version: int | None = None
     candidate_version: int | None = None
     fraction: float = 0.0
     started_at: float | None = None
-    weights: dict[str, str | None] = field(default_factory=dict)
+    weights: dict[str, Any] = field(default_factory=dict)
     last: CanaryDecision | None = None
 
     @property
@@ -105,8 +107,13 @@ def state_of(decisions: Sequence[CanaryDecision]) -> CanaryState:
         return CanaryState(last.stable_version, last.candidate_version, last.fraction, start.created_at,
                            weights, last)
     if last.action == "promote":
-        return CanaryState(last.candidate_version, None, 0.0, None, {"stable": weights.get("candidate")}, last)
-    return CanaryState(last.stable_version, None, 0.0, None, {"stable": weights.get("stable")}, last)
+        return CanaryState(last.candidate_version, None, 0.0, None, _stable_weights(weights, "candidate"), last)
+    return CanaryState(last.stable_version, None, 0.0, None, _stable_weights(weights, "stable"), last)
+
+
+def _stable_weights(weights: dict[str, Any], arm: str) -> dict[str, Any]:
+    """What the stable arm serves after a promote (the candidate's) or a rollback (the stable one's)."""
+    return {"stable": weights.get(arm), "stable_model": weights.get(f"{arm}_model")}
 
 
 class CanaryMixin:

@@ -74,12 +74,17 @@ def test_state_follows_the_newest_decision(store: Store) -> None:
     store.add_canary_decision(_decision("a", "promote", 0, 1, 0.25, stable=None, candidate="/c/v1"))
     s = store.canary_state("a")
     assert (s.stable_version, s.candidate_version, s.fraction, s.running) == (1, None, 0.0, False)
-    assert s.weights == {"stable": "/c/v1"} and s.last is not None and s.last.action == "promote"
-    store.add_canary_decision(_decision("a", "start", 1, 2, 0.1, stable="/c/v1", candidate="/c/v2"))
-    store.add_canary_decision(_decision("a", "rollback", 1, 2, 0.1, stable="/c/v1", candidate="/c/v2"))
+    assert s.weights == {"stable": "/c/v1", "stable_model": None} and s.last is not None
+    assert s.last.action == "promote"
+    w = {"stable": "/c/v1", "stable_model": "a-v1", "candidate": "/c/v2", "candidate_model": "a-v2"}
+    store.add_canary_decision(_decision("a", "start", 1, 2, 0.1, **w))
+    store.add_canary_decision(_decision("a", "rollback", 1, 2, 0.1, **w))
     s = store.canary_state("a")
     assert (s.stable_version, s.candidate_version, s.running) == (1, None, False)
-    assert s.weights == {"stable": "/c/v1"}
+    assert s.weights == {"stable": "/c/v1", "stable_model": "a-v1"}
+    store.add_canary_decision(_decision("a", "start", 1, 3, 0.1, **(w | {"candidate_model": "a-v3"})))
+    store.add_canary_decision(_decision("a", "promote", 1, 3, 0.1, **(w | {"candidate_model": "a-v3"})))
+    assert store.canary_state("a").weights == {"stable": "/c/v2", "stable_model": "a-v3"}
 
 
 def test_state_survives_reopening(store_url: str) -> None:

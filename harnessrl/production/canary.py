@@ -1,0 +1,452 @@
+"""Safe rollout of a new version: a canary candidate serves a fraction of new sessions until the outcomes
+of both arms decide whether it is promoted (it becomes the stable version) or rolled back (dropped).
+
+- **Serving side by side.** A candidate is a LoRA adapter on the engine's base, loaded under its own model
+  name ``<deployment>-v<version>`` beside what serves the stable arm: on the embedded engine a named
+  adapter (mixed-adapter batches, docs/policies.md), on vLLM a hot-loaded LoRA (``/v1/load_lora_adapter``).
+  Its weights come from an adapter folder (a checkpoint) or from the trainer in this process.
+- **Arms.** A new session joins the canary arm when a digest of (deployment, candidate version, session
+  id) falls under ``fraction``: stable for a session, independent of which sessions are recorded, and a
+  different subset for each candidate. A session keeps its arm (``arms.py``).
+- **The rule** (``decide``): once both arms have ``min_sessions`` sessions with a decided outcome since the
+  start, promote when candidate mean >= stable mean - ``max_regression``, else roll back; hold before.
+- **Durable.** Every decision is a row of ``canary_decisions`` with its evidence, and the state is read back
+  from the store after a restart (the adapters are loaded again from their folders).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from harnessrl.production.config import CanaryConfig
+from harnessrl.store.canary import ArmStats, CanaryDecision, CanaryState
+
+if TYPE_CHECKING:
+    from harnessrl.store.base import Store
+
+log = logging.getLogger(__name__)
+
+STABLE = "stable"
+CANARY = "canary"
+#: Means closer than this are equal (a tie at exactly ``max_regression`` promotes).
+_TIE = 1e-9
+
+
+class CanaryError(ValueError):
+    """A canary request that cannot be honoured (the message says why and what to do)."""
+
+
+# -- the rule ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    action: str  # hold | promote | rollback
+    reason: str
+
+
+def decide(stable: ArmStats | None, candidate: ArmStats | None, config: CanaryConfig) -> Verdict:
+    """Promote, roll back or hold, from the decided sessions of each arm since the canary started."""
+    need = config.min_sessions
+    s_n = stable.decided if stable else 0
+    c_n = candidate.decided if candidate else 0
+    if s_n < need or c_n < need:
+        return Verdict("hold", f"waiting for {need} decided sessions per arm: stable {s_n}, candidate {c_n}")
+    assert stable is not None and candidate is not None and stable.mean is not None and candidate.mean is not None
+    floor = stable.mean - config.max_regression
+    detail = (f"candidate mean {candidate.mean:.4f} ({c_n} sessions) vs stable {stable.mean:.4f} ({s_n}); "
+              f"max regression {config.max_regression:g}")
+    if candidate.mean >= floor - _TIE:
+        return Verdict("promote", f"{detail}: within it")
+    return Verdict("rollback", f"{detail}: trails by {stable.mean - candidate.mean:.4f}")
+
+
+def in_canary(deployment: str, candidate_version: int, session_id: str, fraction: float) -> bool:
+    """Whether a new session joins the candidate's arm: a digest of the session id, salted with the
+    deployment and candidate version, read as a number in [0, 1)."""
+    digest = hashlib.blake2b(f"canary:{deployment}:{candidate_version}:{session_id}".encode(), digest_size=8)
+    return int.from_bytes(digest.digest(), "big") / 2**64 < fraction
+
+
+def adapter_name(deployment: str, version: int) -> str:
+    """The model name a version of a deployment is served under."""
+    return f"{deployment}-v{version}"
+
+
+# -- loading versions into the engines --------------------------------------------------------------------
+@dataclass(frozen=True)
+class Weights:
+    """A candidate's LoRA weights: an adapter folder (``path``; needed to serve it again after a restart),
+    and/or an adapter state dict with its peft config from the trainer in this process."""
+
+    path: str | None = None
+    lora: Mapping[str, Any] | None = None
+    lora_config: Any = None
+
+    @classmethod
+    def from_model(cls, model: Any, folder: str | Path | None = None, version: int | None = None) -> Weights:
+        """The trainer's current adapter (``weights.publish.trainable_update``), written to ``folder`` too
+        when given (``FolderPublisher`` layout ``<folder>/v<version>``) so a restarted gateway can load it."""
+        from harnessrl.weights.publish import FolderPublisher, trainable_update
+
+        update = trainable_update(model)
+        if "lora" not in update:
+            raise CanaryError("a canary candidate is a LoRA adapter; this model is fully fine-tuned")
+        path = None
+        if folder is not None:
+            if version is None:
+                raise CanaryError("writing a candidate to a folder needs its version")
+            path = str(Path(FolderPublisher(folder).publish(model, version)).resolve())
+        return cls(path, update["lora"], update["lora_config"])
+
+
+class VersionLoader(Protocol):
+    """Makes a version servable under a model name beside the others, and drops it again."""
+
+    def load(self, name: str, version: int, weights: Weights) -> None: ...
+
+    def drop(self, name: str) -> None: ...
+
+
+class EmbeddedVersions:
+    """The embedded engine in this process: each version is a named adapter (``register_adapters``)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+
+    def load(self, name: str, version: int, weights: Weights) -> None:
+        lora = weights.lora if weights.lora is not None else weights.path
+        if lora is None:
+            raise CanaryError(f"version {version} has no weights to load: give an adapter folder or the "
+                              "trainer's adapter")
+        self.engine.update_weights(lora=lora, lora_config=weights.lora_config, version=version, adapter=name)
+
+    def drop(self, name: str) -> None:
+        self.engine.drop_adapter(name)
+
+
+class LoraEngines:
+    """vLLM servers (``--enable-lora``, ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``): each version is a
+    hot-loaded LoRA, from a folder the engines can read."""
+
+    def __init__(self, urls: list[str], timeout_s: float = 300.0) -> None:
+        self.urls = [u.rstrip("/") for u in urls]
+        self.timeout_s = timeout_s
+
+    def load(self, name: str, version: int, weights: Weights) -> None:
+        import httpx
+
+        if weights.path is None:
+            raise CanaryError(f"vLLM loads a candidate from a folder: version {version} has none (publish it "
+                              "with a checkpoint path)")
+        with httpx.Client(timeout=self.timeout_s) as client:
+            for url in self.urls:
+                body = {"lora_name": name, "lora_path": weights.path}
+                r = client.post(f"{url}/load_lora_adapter", json=body)
+                if r.status_code == 400 and "already" in r.text.lower():  # loaded before a restart
+                    continue
+                if r.status_code != 200:
+                    raise CanaryError(f"{url}/load_lora_adapter refused {name} ({weights.path}): HTTP "
+                                      f"{r.status_code} {r.text[:300]} (is vLLM started with --enable-lora and "
+                                      "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True?)")
+
+    def drop(self, name: str) -> None:
+        import httpx
+
+        with httpx.Client(timeout=self.timeout_s) as client:
+            for url in self.urls:
+                r = client.post(f"{url}/unload_lora_adapter", json={"lora_name": name})
+                if r.status_code != 200:
+                    log.warning("%s/unload_lora_adapter %s: HTTP %d %s", url, name, r.status_code, r.text[:200])
+
+
+# -- the canary -------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Arm:
+    """What serves one arm of a deployment now: its version, engine model (None: the gateway's default)
+    and the share of new sessions it gets."""
+
+    arm: str
+    version: int
+    engine_model: str | None
+    fraction: float
+
+
+class Canary:
+    """Canaries of every deployment of one gateway: start, assign, evaluate, promote or roll back.
+
+    ``default_version``: the version serving a deployment that never had a canary (the gateway's own).
+    ``loader``: how versions reach the engines (None: only candidates already served under a given
+    ``engine_model`` can start). State is cached per deployment and read from the store on first use.
+    """
+
+    def __init__(self, store: Store, config: CanaryConfig | None = None, loader: VersionLoader | None = None,
+                 default_version: Callable[[], int] = lambda: 0) -> None:
+        self.store = store
+        self.config = config or CanaryConfig()
+        self.loader = loader
+        self.default_version = default_version
+        self._states: dict[str, CanaryState] = {}
+        self._loaded: set[str] = set()  # engine model names loaded by this process
+        self._lock = threading.RLock()
+
+    # -- state --------------------------------------------------------------------------------------------
+    def state(self, deployment: str) -> CanaryState:
+        st = self._states.get(deployment)  # the serving path: no lock, no I/O once known
+        if st is not None:
+            return st
+        with self._lock:
+            st = self._states.get(deployment)
+            if st is None:
+                st = self.store.canary_state(deployment)
+                self._restore(deployment, st)
+                self._states[deployment] = st
+            return st
+
+    def restore_all(self) -> None:
+        """Read every deployment's state and load the adapters it serves (at gateway start, off the loop)."""
+        list_deployments = getattr(self.store, "list_deployments", None)
+        for d in list_deployments() if list_deployments is not None else []:
+            self.state(d.name)
+
+    def _restore(self, deployment: str, st: CanaryState) -> None:
+        """After a restart: load the adapters the stored state serves (their folders are in the decisions)."""
+        for arm, version in ((STABLE, st.stable_version), (CANARY, st.candidate_version)):
+            path, name = st.weights.get(arm if arm == STABLE else "candidate"), self._model(arm, st)
+            if version is None or path is None or name is None or self.loader is None:
+                continue
+            if name not in self._loaded:
+                try:
+                    self.loader.load(name, version, Weights(path))
+                    self._loaded.add(name)
+                except Exception as exc:  # noqa: BLE001 - serve the rest; the operator sees the log
+                    log.error("deployment %s: cannot load %s version %d from %s again: %s", deployment, arm,
+                              version, path, exc)
+
+    def stable_version(self, deployment: str) -> int:
+        st = self.state(deployment)
+        return self.default_version() if st.stable_version is None else st.stable_version
+
+    def arms(self, deployment: str) -> list[Arm]:
+        """What serves which share of the deployment's new sessions now."""
+        st = self.state(deployment)
+        stable = Arm(STABLE, self.stable_version(deployment), self._model(STABLE, st),
+                     1.0 - st.fraction if st.running else 1.0)
+        if not st.running:
+            return [stable]
+        assert st.candidate_version is not None
+        return [stable, Arm(CANARY, st.candidate_version, self._model(CANARY, st), st.fraction)]
+
+    @staticmethod
+    def _model(arm: str, st: CanaryState) -> str | None:
+        """The engine model serving an arm (stable None: the gateway's default, the engine's own model)."""
+        return st.weights.get("candidate_model" if arm == CANARY else "stable_model")
+
+    def assign(self, deployment: str, session_id: str) -> Arm:
+        """The arm of a new session."""
+        arms = self.arms(deployment)
+        if len(arms) == 2 and in_canary(deployment, arms[1].version, session_id, arms[1].fraction):
+            return arms[1]
+        return arms[0]
+
+    def serving(self, deployment: str, arm: str, version: int) -> Arm:
+        """What serves a later call of a session assigned ``(arm, version)``: that version while it is
+        still served, else the stable arm (its candidate was rolled back, or a newer version promoted)."""
+        for a in self.arms(deployment):
+            if a.version == version and (a.arm == arm or a.arm == STABLE):
+                return a
+        return self.arms(deployment)[0]
+
+    # -- decisions ----------------------------------------------------------------------------------------
+    def start(self, deployment: str, version: int, weights: Weights | None = None, *,
+              engine_model: str | None = None, fraction: float | None = None) -> CanaryDecision:
+        """Serve ``version`` to ``fraction`` of new sessions beside the stable version (loading its weights
+        unless ``engine_model`` names a model the engines already serve). A running canary is replaced:
+        its candidate is rolled back first (recorded)."""
+        fraction = self.config.fraction if fraction is None else fraction
+        if not 0.0 < fraction < 1.0:
+            raise CanaryError(f"fraction must be in (0, 1), got {fraction}")
+        with self._lock:
+            st = self.state(deployment)
+            stable = self.stable_version(deployment)
+            if version <= stable:
+                raise CanaryError(f"candidate version {version} must be newer than the stable version {stable} "
+                                  f"of deployment {deployment!r}")
+            if st.running:
+                if st.candidate_version == version:
+                    raise CanaryError(f"version {version} is already the canary of {deployment!r}")
+                self._record(deployment, "rollback", st, self._evidence(deployment, st),
+                             f"replaced by candidate version {version} before a decision")
+                st = self._apply_rollback(deployment, st)
+            name = engine_model or adapter_name(deployment, version)
+            if engine_model is None:
+                if self.loader is None:
+                    raise CanaryError("this gateway cannot load versions into its engines (no embedded engine "
+                                      "in this process, no vLLM URLs): pass engine_model, a model name the "
+                                      "engines already serve")
+                if weights is None:
+                    weights = self._weights_of(deployment, version)
+                if weights.path is None:
+                    log.warning("deployment %s: candidate version %d has no adapter folder; a restarted "
+                                "gateway cannot serve it again", deployment, version)
+                self.loader.load(name, version, weights)
+                self._loaded.add(name)
+            w: dict[str, Any] = {"stable": st.weights.get("stable"), "stable_model": st.weights.get("stable_model"),
+                                 "candidate": weights.path if weights else None, "candidate_model": name}
+            started = CanaryState(stable, version, fraction, None, w, None)
+            decision = self._record(deployment, "start", started, {"arms": []},
+                                    f"version {version} serves {fraction:g} of new sessions beside stable "
+                                    f"version {stable}")
+            self._states[deployment] = CanaryState(stable, version, fraction, decision.created_at, w, decision)
+            log.info("deployment %s: canary version %d started (%g of new sessions)", deployment, version,
+                     fraction)
+            return decision
+
+    def _weights_of(self, deployment: str, version: int) -> Weights:
+        """A version published by a run: its checkpoint folder from ``policy_versions`` of the
+        deployment's run (``<folder>/adapter_config.json`` must exist)."""
+        run_id = self._run_id(deployment)
+        for v in self.store.list_policy_versions(run_id):
+            if v.version == version and v.checkpoint_path:
+                return Weights(_adapter_folder(v.checkpoint_path))
+        raise CanaryError(f"version {version} of deployment {deployment!r} has no checkpoint in the store "
+                          "(policy_versions of its run): publish it first, or give its adapter folder")
+
+    def _run_id(self, deployment: str) -> str | None:
+        get = getattr(self.store, "get_deployment", None)
+        return get(deployment).run_id if get is not None else None
+
+    def evaluate(self, deployment: str) -> CanaryDecision | None:
+        """Compare the arms and act (promote, roll back) or hold; None when no canary runs or nothing
+        changed since the last hold (an unchanged hold is not recorded again)."""
+        with self._lock:
+            st = self.state(deployment)
+            if not st.running:
+                return None
+            evidence = self._evidence(deployment, st)
+            s, c = (_arm(evidence, STABLE), _arm(evidence, CANARY))
+            verdict = decide(s, c, self.config)
+            if verdict.action == "hold" and st.last is not None and st.last.stats.get("arms") == evidence["arms"] \
+                    and st.last.action == "hold":
+                return None
+            decision = self._record(deployment, verdict.action, st, evidence, verdict.reason)
+            if verdict.action == "promote":
+                self._apply_promote(deployment, st)
+            elif verdict.action == "rollback":
+                self._apply_rollback(deployment, st)
+            else:
+                self._states[deployment] = CanaryState(st.stable_version, st.candidate_version, st.fraction,
+                                                       st.started_at, st.weights, decision)
+            log.info("deployment %s: canary %s (%s)", deployment, verdict.action, verdict.reason)
+            return decision
+
+    def evaluate_all(self) -> list[CanaryDecision]:
+        """Evaluate every deployment with a running canary (the gateway's periodic task)."""
+        with self._lock:
+            names = [d for d, st in self._states.items() if st.running]
+        list_deployments = getattr(self.store, "list_deployments", None)
+        if list_deployments is not None:
+            names = sorted(set(names) | {d.name for d in list_deployments()})
+        out = [self.evaluate(d) for d in names]
+        return [d for d in out if d is not None]
+
+    def _evidence(self, deployment: str, st: CanaryState) -> dict[str, Any]:
+        stats = self.store.arm_stats(deployment, st.started_at or 0.0)
+        stable_v = self.stable_version(deployment)
+        arms = [a.as_dict() for a in stats if (a.arm, a.version) in ((STABLE, stable_v),
+                                                                      (CANARY, st.candidate_version))]
+        return {"arms": arms}
+
+    def _record(self, deployment: str, action: str, st: CanaryState, evidence: dict[str, Any],
+                reason: str) -> CanaryDecision:
+        stable = st.stable_version if st.stable_version is not None else self.default_version()
+        return self.store.add_canary_decision(CanaryDecision(
+            deployment, action, stable, st.candidate_version, st.fraction, {**evidence, "weights": st.weights},
+            reason))
+
+    def _apply_promote(self, deployment: str, st: CanaryState) -> CanaryState:
+        old = self._model(STABLE, st)
+        w = {"stable": st.weights.get("candidate"), "stable_model": st.weights.get("candidate_model")}
+        new = self._states[deployment] = CanaryState(st.candidate_version, None, 0.0, None, w, None)
+        if old is not None and old in self._loaded:
+            self._drop(old)
+        return new
+
+    def _apply_rollback(self, deployment: str, st: CanaryState) -> CanaryState:
+        new = self._states[deployment] = CanaryState(
+            st.stable_version, None, 0.0, None,
+            {"stable": st.weights.get("stable"), "stable_model": st.weights.get("stable_model")}, None)
+        name = self._model(CANARY, st)
+        if name in self._loaded:
+            self._drop(name)
+        return new
+
+    def _drop(self, name: str) -> None:
+        self._loaded.discard(name)
+        if self.loader is not None:
+            try:
+                self.loader.drop(name)
+            except Exception as exc:  # noqa: BLE001 - what serves is already switched; the adapter lingers
+                log.warning("could not drop %s from the engines: %s", name, exc)
+
+    # -- reading ------------------------------------------------------------------------------------------
+    def describe(self, deployment: str, decisions: int = 50) -> dict[str, Any]:
+        """The admin API's and dashboard's view: which version serves which share, evidence, decisions."""
+        st = self.state(deployment)
+        arms = self.arms(deployment)
+        stats = self._evidence(deployment, st)["arms"] if st.running else []
+        return {
+            "deployment": deployment,
+            "running": st.running,
+            "arms": [{"arm": a.arm, "version": a.version, "engine_model": a.engine_model,
+                      "fraction": a.fraction} for a in arms],
+            "started_at": st.started_at,
+            "stats": stats,
+            "rule": {"min_sessions": self.config.min_sessions, "max_regression": self.config.max_regression},
+            "decisions": [_decision_json(d) for d in self.store.canary_decisions(deployment, limit=decisions)],
+        }
+
+    def metric_lines(self) -> list[str]:
+        """Prometheus lines: version and share of new sessions per deployment and arm."""
+        lines = []
+        with self._lock:
+            names = sorted(self._states)
+        for d in names:
+            for a in self.arms(d):
+                label = f'deployment="{d}",arm="{a.arm}"'
+                lines += [f"harnessrl_canary_version{{{label}}} {a.version}",
+                          f"harnessrl_canary_fraction{{{label}}} {a.fraction:g}"]
+        return lines
+
+
+def _arm(evidence: dict[str, Any], arm: str) -> ArmStats | None:
+    for a in evidence["arms"]:
+        if a["arm"] == arm:
+            return ArmStats(a["arm"], a["version"], a["sessions"], a["decided"], a["mean"])
+    return None
+
+
+def _adapter_folder(path: str) -> str:
+    """A checkpoint path as the folder holding ``adapter_config.json`` (a step folder may nest it)."""
+    p = Path(path)
+    if (p / "adapter_config.json").exists():
+        return str(p.resolve())
+    found = sorted(p.glob("**/adapter_config.json")) if p.is_dir() else []
+    if not found:
+        raise CanaryError(f"{path} holds no LoRA adapter (adapter_config.json): a canary candidate is a LoRA "
+                          "adapter folder")
+    return str(found[0].parent.resolve())
+
+
+def _decision_json(d: CanaryDecision) -> dict[str, Any]:
+    return {"index": d.index, "action": d.action, "stable_version": d.stable_version,
+            "candidate_version": d.candidate_version, "fraction": d.fraction, "reason": d.reason,
+            "arms": d.stats.get("arms", []), "created_at": d.created_at,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(d.created_at)) if math.isfinite(
+                d.created_at) else None}

@@ -115,6 +115,7 @@ class EmbeddedEngine:
         #: Several policies: adapter name -> its version (0: not published yet, served by the base).
         self.adapters: dict[str, int] = {}
         self._adapter_prefix: dict[str, PrefixCache] = {}  # KV depends on the adapter: one cache each
+        self._retired: set[str] = set()  # dropped adapters peft could not delete (a model's last one)
         self._cond = threading.Condition()
         self._waiting: deque[_Request] = deque()
         self._prefilling: list[_Request] = []
@@ -300,21 +301,46 @@ class EmbeddedEngine:
         with self.paused(bump_version=False):
             self.model = apply_lora(self.model, lora, lora_config, adapter_name=name)
             self.adapters[name] = new
+            self._retired.discard(name)
+            self._delete_retired()
         logger.info("engine now serves adapter %s at version %d", name, new)
         return new
+
+    def drop_adapter(self, name: str) -> None:
+        """Stop serving a named adapter (a rolled-back canary candidate, a replaced stable version) and free
+        its weights; later requests naming it are refused. peft cannot delete a model's last adapter: that
+        one stays loaded but unnamed (a few MB) and is deleted once another adapter is added."""
+        if name not in self.adapters:
+            return
+        with self.paused(bump_version=False):
+            del self.adapters[name]
+            self._adapter_prefix.pop(name, None)
+            self._retired.add(name)
+            self._delete_retired()
+        logger.info("engine no longer serves adapter %s", name)
+
+    def _delete_retired(self) -> None:
+        peft = getattr(self.model, "peft_config", {})
+        for name in sorted(self._retired):
+            if name not in peft:
+                self._retired.discard(name)
+            elif len(peft) > 1:
+                self.model.delete_adapter(name)
+                self._retired.discard(name)
 
     def _row_adapter(self, req: _Request) -> str:
         """The adapter name peft runs for a request's rows (``BASE`` while its adapter is unpublished)."""
         if req.adapter is None:  # the single policy's adapter, never one of the named ones
             active = str(getattr(self.model, "active_adapter", BASE))
-            return BASE if active in self.adapters else active
+            return BASE if active in self.adapters or active in self._retired else active
         if req.adapter == BASE or not self.adapters.get(req.adapter):
             return BASE
         return req.adapter
 
     def _adapter_kwargs(self, reqs: list[_Request]) -> dict[str, Any]:
         """peft's mixed-adapter batch (``adapter_names``, one per row) when any request names an adapter."""
-        if not hasattr(self.model, "peft_config") or (not self.adapters and all(r.adapter is None for r in reqs)):
+        if not hasattr(self.model, "peft_config") or (not self.adapters and not self._retired
+                                                         and all(r.adapter is None for r in reqs)):
             return {}
         return {"adapter_names": [self._row_adapter(r) for r in reqs]}
 

@@ -1,0 +1,87 @@
+"""Two versions side by side in one real embedded engine (the tiny random model): the canary loads a
+candidate as a named adapter from its folder, requests naming it are produced by its weights while the
+stable model keeps serving unchanged, and a dropped candidate is refused afterwards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from harnessrl.engines.config import EngineConfig
+from harnessrl.engines.embedded import EmbeddedEngine
+from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams
+from harnessrl.models import tiny_model
+from harnessrl.production.canary import EmbeddedVersions, Weights
+
+PROMPT = [5, 9, 14, 3, 22, 7]
+
+
+def trained_adapter(seed: int) -> torch.nn.Module:
+    """A LoRA adapter on the tiny model whose B matrices are random (a fresh adapter would be the base)."""
+    from peft import LoraConfig, get_peft_model
+
+    model = get_peft_model(tiny_model()[0], LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
+    return model
+
+
+def greedy(model: torch.nn.Module, n: int = 8) -> list[int]:
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = model(ids).logits[0, -1].argmax()
+            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
+    return ids[0, len(PROMPT):].tolist()
+
+
+@pytest.fixture
+def engine():
+    model, tokenizer = tiny_model()
+    eng = EmbeddedEngine(model, tokenizer, EngineConfig(model="tiny", max_batch=4, context_window=256))
+    yield eng
+    eng.close()
+
+
+def _served(engine: EmbeddedEngine, adapter: str | None) -> tuple[list[int], int]:
+    params = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
+    out = engine.submit(PROMPT, params, adapter=adapter).result(60)
+    return out.choices[0].token_ids, out.policy_version
+
+
+def test_candidate_served_beside_stable_by_its_own_weights(engine: EmbeddedEngine, tmp_path: Path) -> None:
+    base = greedy(tiny_model()[0])
+    v1, v2 = trained_adapter(1), trained_adapter(2)
+    v1.save_pretrained(tmp_path / "v1")
+    expected_v1, expected_v2 = greedy(v1), greedy(v2)
+    assert len({tuple(base), tuple(expected_v1), tuple(expected_v2)}) == 3  # the weights tell them apart
+
+    versions = EmbeddedVersions(engine)
+    versions.load("app-v1", 1, Weights(str(tmp_path / "v1")))  # from a checkpoint folder
+    from harnessrl.weights.publish import trainable_update
+
+    update = trainable_update(v2)
+    versions.load("app-v2", 2, Weights(None, update["lora"], update["lora_config"]))  # from the trainer
+    assert _served(engine, None) == (base, 0)  # the engine's own model (the stable arm) is untouched
+    assert _served(engine, "app-v1") == (expected_v1, 1)
+    assert _served(engine, "app-v2") == (expected_v2, 2)
+
+    # in one batch: each row by its own adapter
+    params = SamplingParams(max_tokens=8, temperature=0.0, ignore_eos=True)
+    handles = [engine.submit(PROMPT, params, adapter=a) for a in (None, "app-v1", "app-v2", None)]
+    assert [h.result(60).choices[0].token_ids for h in handles] == [base, expected_v1, expected_v2, base]
+
+    versions.drop("app-v1")  # another adapter remains: peft deletes it
+    with pytest.raises(InvalidRequestError, match="no adapter 'app-v1'"):
+        engine.submit(PROMPT, params, adapter="app-v1")
+    assert "app-v1" not in engine.model.peft_config
+    assert _served(engine, "app-v2") == (expected_v2, 2) and _served(engine, None) == (base, 0)
+    versions.drop("app-v2")  # the last adapter: unnamed, kept loaded, never serves the stable arm
+    assert _served(engine, None) == (base, 0)
+    versions.load("app-v3", 3, Weights(str(tmp_path / "v1")))  # a new one lets peft delete the retired one
+    assert list(engine.model.peft_config) == ["app-v3"] and _served(engine, "app-v3") == (expected_v1, 3)

@@ -66,6 +66,9 @@ class CanaryConfig(BaseModel):
     min_sessions: int = Field(50, ge=1, description="Sessions with a decided outcome per arm before a decision.")
     max_regression: float = Field(0.05, ge=0.0, description="The candidate's mean outcome may trail the stable "
                                                             "version's by at most this and still be promoted.")
+    evaluate_interval_s: float = Field(
+        10.0, gt=0, description="How often the gateway compares the arms of running canaries (a hold is "
+        "recorded only when its evidence changed).")
 
 
 class ProductionTrainingConfig(BaseModel):

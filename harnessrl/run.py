@@ -161,6 +161,10 @@ def _fmt(x: float) -> str:
 async def train(config: HarnessConfig, console: Console | None = None) -> TrainSummary:
     # soft_wrap: a step line stays one line in a log or pipe (the terminal wraps it visually)
     console = console or Console(stderr=True, soft_wrap=True)
+    if config.run.source == "production":  # off-policy, from a deployment's sessions (docs/production.md)
+        from harnessrl.production.train import train_production
+
+        return await train_production(config, console)  # type: ignore[no-any-return]
     tune_allocator()  # before the engine, gateway and trainer threads exist (see harnessrl/memory.py)
     run_dir = config.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -132,8 +132,9 @@ class EmbeddedVersions:
 
 
 class LoraEngines:
-    """vLLM servers (``--enable-lora``, ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``): each version is a
-    hot-loaded LoRA, from a folder the engines can read."""
+    """Engines over HTTP: vLLM servers (``--enable-lora``, ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``) or the
+    embedded engine's server, which answers the same routes. Each version is a hot-loaded LoRA under its
+    name, from a folder the engines can read (``version`` travels too: the embedded engine stamps it)."""
 
     def __init__(self, urls: list[str], timeout_s: float = 300.0) -> None:
         self.urls = [u.rstrip("/") for u in urls]
@@ -147,7 +148,7 @@ class LoraEngines:
                               "with a checkpoint path)")
         with httpx.Client(timeout=self.timeout_s) as client:
             for url in self.urls:
-                body = {"lora_name": name, "lora_path": weights.path}
+                body = {"lora_name": name, "lora_path": weights.path, "version": version}
                 r = client.post(f"{url}/load_lora_adapter", json=body)
                 if r.status_code == 400 and "already" in r.text.lower():  # loaded before a restart
                     continue

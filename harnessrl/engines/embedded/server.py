@@ -2,7 +2,8 @@
 
 Routes: ``POST /v1/chat/completions``, ``POST /v1/completions`` (streaming or not), ``GET /v1/models``,
 ``GET /health``; harnessrl extras: ``policy_version`` on every response and chunk, ``GET /harnessrl/version``,
-``POST /harnessrl/update_weights`` and vLLM's ``POST /v1/load_lora_adapter``. ``start_server`` runs it on a
+``POST /harnessrl/update_weights`` and vLLM's ``POST /v1/load_lora_adapter``/``unload_lora_adapter`` (a named
+adapter served beside the engine's own model, as vLLM does). ``start_server`` runs it on a
 loopback ephemeral port in a background thread (the gateway's ``--engine embedded``).
 """
 
@@ -179,17 +180,31 @@ def build_app(engine: EmbeddedEngine) -> Starlette:
 
     @_errors
     async def load_lora_adapter(request: Request) -> Response:
+        """As vLLM: the adapter is served under ``lora_name`` beside the engine's own model (a request
+        naming it gets it). Extra ``version``: the policy version its answers carry (default: 1 more than
+        the name's last load). Without ``lora_name`` the engine's own model is replaced, as before."""
         body = await _body(request)
         if not body.get("lora_path"):
             raise InvalidRequestError("lora_path is required", param="lora_path")
+        name = body.get("lora_name")
+        if name is not None and (not isinstance(name, str) or not name or name == BASE or name.startswith("_")):
+            raise InvalidRequestError(f"lora_name {name!r} is invalid (reserved or empty)", param="lora_name")
         v = await run_in_threadpool(
-            engine.update_weights, lora=body["lora_path"], version=body.get("version")
+            engine.update_weights, lora=body["lora_path"], version=body.get("version"), adapter=name
         )
-        name = body.get("lora_name", "adapter")
         return Response(
-            f"Success: LoRA adapter '{name}' added successfully (policy version {v}).",
+            f"Success: LoRA adapter '{name or 'adapter'}' added successfully (policy version {v}).",
             media_type="text/plain",
         )
+
+    @_errors
+    async def unload_lora_adapter(request: Request) -> Response:
+        body = await _body(request)
+        name = body.get("lora_name")
+        if name not in engine.adapters:
+            return _json(P.error_body(f"The lora adapter '{name}' cannot be found.", code=404), 404)
+        await run_in_threadpool(engine.drop_adapter, name)
+        return Response(f"Success: LoRA adapter '{name}' removed successfully.", media_type="text/plain")
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return _json(P.error_body(f"no route {request.method} {request.url.path}", code=404), 404)
@@ -203,6 +218,7 @@ def build_app(engine: EmbeddedEngine) -> Starlette:
         Route("/harnessrl/version", version, methods=["GET"]),
         Route("/harnessrl/update_weights", update_weights, methods=["POST"]),
         Route("/v1/load_lora_adapter", load_lora_adapter, methods=["POST"]),
+        Route("/v1/unload_lora_adapter", unload_lora_adapter, methods=["POST"]),
     ]
     return Starlette(routes=routes, exception_handlers={404: not_found})
 

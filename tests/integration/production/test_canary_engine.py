@@ -85,3 +85,37 @@ def test_candidate_served_beside_stable_by_its_own_weights(engine: EmbeddedEngin
     assert _served(engine, None) == (base, 0)
     versions.load("app-v3", 3, Weights(str(tmp_path / "v1")))  # a new one lets peft delete the retired one
     assert list(engine.model.peft_config) == ["app-v3"] and _served(engine, "app-v3") == (expected_v1, 3)
+
+
+def test_over_http_the_embedded_server_loads_and_unloads_like_vllm(engine: EmbeddedEngine, tmp_path: Path) -> None:
+    """``LoraEngines`` (the canary's loader for engines at URLs) against the embedded engine's server."""
+    import httpx
+
+    from harnessrl.engines.embedded import start_server
+    from harnessrl.production.canary import LoraEngines
+
+    v1 = trained_adapter(1)
+    v1.save_pretrained(tmp_path / "v1")
+    base, expected = greedy(tiny_model()[0]), greedy(v1)
+    server = start_server(engine, owns_engine=False)
+    try:
+        url = server.base_url
+        loader = LoraEngines([url])
+        loader.load("app-v1", 4, Weights(str(tmp_path / "v1")))
+
+        def complete(model: str) -> tuple[list[int], int]:
+            r = httpx.post(f"{url}/completions", json={"model": model, "prompt": PROMPT, "max_tokens": 8,
+                                                       "temperature": 0, "ignore_eos": True,
+                                                       "return_token_ids": True}, timeout=60)
+            assert r.status_code == 200, r.text
+            out = r.json()
+            return out["choices"][0]["token_ids"], out["policy_version"]
+
+        assert complete("app-v1") == (expected, 4)
+        assert complete("tiny") == (base, 0)  # the engine's own model is not replaced
+        loader.drop("app-v1")
+        assert "app-v1" not in engine.adapters
+        r = httpx.post(f"{url}/unload_lora_adapter", json={"lora_name": "app-v1"}, timeout=30)
+        assert r.status_code == 404 and "cannot be found" in r.json()["error"]["message"]
+    finally:
+        server.close()

@@ -1,20 +1,25 @@
 """Which version serves a session: the stable one, or a canary candidate (``canary.py`` decides).
 
 A session keeps its arm for life (stored in ``sessions``), so an arm is assigned once, on a session's
-first call. Without a running canary every session is ``stable`` at the current policy version.
+first call. Without a running canary every session is ``stable`` at the current version. The plan is
+also the gateway's handle on the canary: its admin routes, its periodic evaluation and its metrics.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from harnessrl.production.canary import CANARY, STABLE, Canary, VersionLoader
+from harnessrl.production.config import CanaryConfig
+
 if TYPE_CHECKING:
     from harnessrl.store.base import Store
+    from harnessrl.store.canary import CanaryDecision
 
-STABLE = "stable"
-CANARY = "canary"
+__all__ = ["CANARY", "STABLE", "ArmPlan", "Assignment"]
 
 
 @dataclass(frozen=True)
@@ -28,11 +33,38 @@ class Assignment:
 
 
 class ArmPlan:
-    """Assigns new sessions to arms. This default serves every session from the stable version."""
+    """Assigns new sessions to arms from the deployment's canary state (``Canary``); ``stable_version``:
+    the version of a deployment that never had a canary (the gateway's own). ``loader`` brings candidate
+    versions into the engines (None: only candidates the engines already serve can start)."""
 
-    def __init__(self, store: Store | None, stable_version: Callable[[], int]) -> None:
+    def __init__(self, store: Store | None, stable_version: Callable[[], int], config: CanaryConfig | None = None,
+                 loader: VersionLoader | None = None) -> None:
         self.store = store
         self.stable_version = stable_version
+        self.config = config or CanaryConfig()
+        self.canary = Canary(store, self.config, loader, stable_version) if store is not None else None
 
     def assign(self, deployment: str, session_id: str) -> Assignment:
-        return Assignment(STABLE, self.stable_version())
+        """The arm of a new session (called once, on its first call, in a worker thread)."""
+        if self.canary is None:
+            return Assignment(STABLE, self.stable_version())
+        arm = self.canary.assign(deployment, session_id)
+        return Assignment(arm.arm, arm.version, arm.engine_model)
+
+    def resumed(self, deployment: str, arm: str, version: int) -> Assignment:
+        """What serves a session the store already holds (opened earlier, or by another gateway): its
+        version while that is still served, else the stable version (its candidate was rolled back, or a
+        newer version promoted) -- each call is recorded with the version that served it."""
+        if self.canary is None:
+            return Assignment(arm, version)
+        now = self.canary.serving(deployment, arm, version)
+        return Assignment(arm, now.version, now.engine_model)
+
+    async def evaluate(self) -> list[CanaryDecision]:
+        """The periodic pass (``[production.canary] evaluate_interval_s``): decide running canaries."""
+        if self.canary is None:
+            return []
+        return await asyncio.to_thread(self.canary.evaluate_all)
+
+    def metric_lines(self) -> list[str]:
+        return [] if self.canary is None else self.canary.metric_lines()

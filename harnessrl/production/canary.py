@@ -410,7 +410,7 @@ class Canary:
             "started_at": st.started_at,
             "stats": stats,
             "rule": {"min_sessions": self.config.min_sessions, "max_regression": self.config.max_regression},
-            "decisions": [_decision_json(d) for d in self.store.canary_decisions(deployment, limit=decisions)],
+            "decisions": [decision_json(d) for d in self.store.canary_decisions(deployment, limit=decisions)],
         }
 
     def metric_lines(self) -> list[str]:
@@ -445,7 +445,7 @@ def _adapter_folder(path: str) -> str:
     return str(found[0].parent.resolve())
 
 
-def _decision_json(d: CanaryDecision) -> dict[str, Any]:
+def decision_json(d: CanaryDecision) -> dict[str, Any]:
     return {"index": d.index, "action": d.action, "stable_version": d.stable_version,
             "candidate_version": d.candidate_version, "fraction": d.fraction, "reason": d.reason,
             "arms": d.stats.get("arms", []), "created_at": d.created_at,

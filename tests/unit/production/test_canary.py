@@ -234,3 +234,24 @@ def test_restart_reads_the_state_back_and_loads_the_served_adapters(store_url: s
         assert 'harnessrl_canary_version{deployment="app",arm="stable"} 1' in again.metric_lines()
     finally:
         store.close()
+
+
+def test_arm_plan_assigns_from_the_canary_and_resumes_stored_sessions(store: Store, dep: str) -> None:
+    from harnessrl.production.arms import ArmPlan, Assignment
+
+    plan = ArmPlan(store, lambda: 0, RULE, Loader())
+    assert plan.assign(dep, "s1") == Assignment(STABLE, 0, None)
+    assert plan.canary is not None
+    plan.canary.start(dep, 1, Weights("/ckpt/v1"))
+    picks = {plan.assign(dep, f"s{i}") for i in range(200)}
+    assert picks == {Assignment(STABLE, 0, None), Assignment(CANARY, 1, "app-v1")}
+    assert plan.resumed(dep, CANARY, 1) == Assignment(CANARY, 1, "app-v1")
+    _sessions(store, dep, STABLE, 0, [1.0] * 3)
+    _sessions(store, dep, CANARY, 1, [0.0] * 3)
+    import asyncio
+
+    assert [d.action for d in asyncio.run(plan.evaluate())] == ["rollback"]
+    # a canary session opened before the rollback is served by the stable version from now on
+    assert plan.resumed(dep, CANARY, 1) == Assignment(CANARY, 0, None)
+    assert 'harnessrl_canary_fraction{deployment="app",arm="stable"} 1' in plan.metric_lines()
+    assert ArmPlan(None, lambda: 4).assign(dep, "x") == Assignment(STABLE, 4)

@@ -144,6 +144,11 @@ class Dashboard:
             request_json=pretty_json(call.request), response_json=pretty_json(call.response),
             sampling_json=pretty_json(call.sampling))
 
+    def deployments(self, request: Request) -> Response:
+        from harnessrl.ui.deployments import deployment_panels
+
+        return self.render(request, "deployments.html", panels=deployment_panels(self.store))
+
     def login(self, request: Request) -> Response:
         return self.render(request, "login.html", failed=request.query_params.get("failed") == "1",
                            next=request.query_params.get("next", ""))
@@ -155,6 +160,7 @@ class Dashboard:
             Route("/rollouts", self.rollouts, methods=["GET"]),
             Route("/rollouts/{rollout}", self.rollout, methods=["GET"]),
             Route("/rollouts/{rollout}/calls/{index}", self.call, methods=["GET"]),
+            Route("/deployments", self.deployments, methods=["GET"]),
             Route("/login", self.login, methods=["GET"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ])

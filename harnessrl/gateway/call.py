@@ -97,6 +97,13 @@ class CallHandler:
         try:
             state = await self.s.registry.authorize(request.path_params["rollout"], api_key(request))
             body = await read_json(request, self.s.config.limits.max_body_bytes)
+        except GatewayError as exc:
+            return error_response(exc, api)
+        return await self.serve(request, api, state, body, t0)
+
+    async def serve(self, request: Request, api: ApiKind, state: RolloutState, body: Any, t0: float) -> Any:
+        """A call whose rollout is known and authorized: a rollout route's, or a production session's."""
+        try:
             if api == ApiKind.RESPONSES:
                 await self._recall_previous(state, body)
             parsed = self.parse(state, api, body, request)
@@ -136,7 +143,7 @@ class CallHandler:
     async def _recall_previous(self, state: RolloutState, body: Any) -> None:
         """A ``previous_response_id`` no longer kept in memory: its conversation read back from the store."""
         prev = body.get("previous_response_id") if isinstance(body, dict) else None
-        if not isinstance(prev, str) or prev in state.responses:
+        if not isinstance(prev, str) or prev in state.responses or not state.record:
             return
         try:
             calls = await asyncio.to_thread(self.s.registry.read_calls, state.id)
@@ -224,6 +231,8 @@ class ModelCall:
 
     def __init__(self, services: Services, state: RolloutState, parsed: Parsed, t0: float) -> None:
         self.s, self.state, self.p, self.t0 = services, state, parsed, t0
+        #: A production session not sampled for recording is served the same way, and stored nowhere.
+        self.recorder: Recorder | _Unrecorded = services.recorder if state.record else _UNRECORDED
         self.plan: dialect.Plan | None = None
         self.version = services.gate.policy_version
         self.engine: Engine | None = None
@@ -253,10 +262,14 @@ class ModelCall:
         state.calls += 1  # reserved now so that concurrent calls cannot overrun the budget
         if self.p.policy is not None:
             plan = self._route(plan)
+        if state.engine_model is not None:  # a production session on an arm with its own model
+            plan = _pin_model(plan, state.engine_model)
         try:
             self.version = await s.gate.enter()
             if self.p.policy is not None:
                 self.version = s.router.versions[self.p.policy]
+            if state.version is not None:
+                self.version = state.version
         except BaseException as exc:  # paused too long, or the client left while waiting: no call made
             state.calls -= 1
             if isinstance(exc, GatewayError):
@@ -271,7 +284,7 @@ class ModelCall:
                 call = self._new_call(acc.prompt() if acc else [], acc.choices() if acc else [], None, self.version,
                                       CallStatus.CANCELLED if cancelled else CallStatus.ERROR,
                                       "client went away" if cancelled else f"gateway error: {exc!r}")
-                self.s.recorder.record_nowait(call)
+                self.recorder.record_nowait(call)
             raise
         finally:
             s.gate.exit()
@@ -292,7 +305,7 @@ class ModelCall:
                 if not self._recorded:
                     self._recorded = True
                     acc = self._acc
-                    self.s.recorder.record_nowait(self._new_call(
+                    self.recorder.record_nowait(self._new_call(
                         acc.prompt() if acc else [], acc.choices() if acc else [], None, self.version,
                         CallStatus.CANCELLED, "client went away while the call was served"))
             gone.cancel()
@@ -327,10 +340,7 @@ class ModelCall:
     def _route(self, plan: dialect.Plan) -> dialect.Plan:
         """Several policies: the engine request names this call's policy model (its adapter)."""
         model = self.s.router.engine_models.get(self.p.policy)
-        if model is None:
-            return plan
-        plan.upstream["model"] = model
-        return dataclasses.replace(plan, pinned_model=True)
+        return plan if model is None else _pin_model(plan, model)
 
     async def _serve(self, plan: dialect.Plan) -> None:
         path = PATHS[ApiKind.COMPLETIONS if self.rendered is not None else self.p.kind]
@@ -384,7 +394,7 @@ class ModelCall:
         index = await self._record(prompt, choices, response, version)
         if index is None:
             return
-        headers = {"x-harnessrl-call-index": str(index)}
+        headers = {"x-harnessrl-call-index": str(index)} if self.state.record else {}
         if p.stream:
             await Response(events, media_type="text/event-stream", headers=headers)(self._scope, None, self._send)
         else:
@@ -519,7 +529,7 @@ class ModelCall:
         call.max_calls, call.max_tokens = limits.max_calls_per_rollout, limits.max_tokens_per_rollout
         self._recorded = True  # committed even if the client goes away while we wait (the recorder shields)
         try:
-            index = await self.s.recorder.record(call)
+            index = await self.recorder.record(call)
         except RolloutClosed as exc:
             self.s.registry.mark_closed(self.state.id)
             await self._respond_error(RolloutClosedError(str(exc)))
@@ -558,7 +568,7 @@ class ModelCall:
                               f"{exc.status} {exc.code}: {exc.message}")
         self._recorded = True
         try:
-            await self.s.recorder.record(call)
+            await self.recorder.record(call)
         except RolloutClosed as closed:
             self.s.registry.mark_closed(self.state.id)
             exc = RolloutClosedError(str(closed))
@@ -575,6 +585,25 @@ class ModelCall:
         else:
             payload = chat.Passthrough.error_event(exc)
         await self._send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+class _Unrecorded:
+    """The recorder of a production session not sampled for recording: the call is served, not stored."""
+
+    async def record(self, call: NewCall) -> int:
+        return -1
+
+    def record_nowait(self, call: NewCall) -> None:
+        pass
+
+
+_UNRECORDED = _Unrecorded()
+
+
+def _pin_model(plan: dialect.Plan, model: str) -> dialect.Plan:
+    """The engine request names ``model`` (a policy's or an arm's adapter) whatever the harness asked."""
+    plan.upstream["model"] = model
+    return dataclasses.replace(plan, pinned_model=True)
 
 
 def error_response(exc: GatewayError, api: ApiKind) -> Response:

@@ -53,6 +53,12 @@ class RolloutState:
     #: Responses API answers by id -> the chat conversation they end, as JSON (for ``previous_response_id``;
     #: the last few, ``apis.responses.keep_conversation``).
     responses: dict[str, bytes] = field(default_factory=dict)
+    #: Production sessions (``harnessrl/production``): False when the session is not sampled for
+    #: recording -- served like any call, nothing stored. ``engine_model``/``version``: what serves the
+    #: session when its arm names its own model (a canary); None: the gateway's model and version.
+    record: bool = True
+    engine_model: str | None = None
+    version: int | None = None
 
 
 class RolloutRegistry:
@@ -80,6 +86,18 @@ class RolloutRegistry:
         if state.closed:
             raise RolloutClosedError(f"rollout {rollout_id!r} is finished; it accepts no more calls")
         return state
+
+    async def load(self, rollout_id: str) -> RolloutState:
+        """The live rollout's state, loaded from the store if needed, without a key check (production
+        sessions are authorized by their app key before they reach their rollout)."""
+        state = self._states.get(rollout_id)
+        return state if state is not None else await self._load(rollout_id)
+
+    def drop(self, rollout_id: str) -> None:
+        """Forget an idle rollout's memory; its next call loads it again from the store."""
+        self._states.pop(rollout_id, None)
+        if self.on_close is not None:
+            self.on_close(rollout_id)
 
     def add(self, state: RolloutState) -> None:
         if len(self._states) >= MAX_CACHED:

@@ -14,7 +14,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -35,12 +35,14 @@ from harnessrl.gateway.redact import Redactor
 from harnessrl.gateway.redact_tokens import token_redactor
 from harnessrl.gateway.render_seam import load_renderer
 from harnessrl.gateway.rollout_registry import RolloutRegistry
+from harnessrl.production.config import ProductionConfig
 from harnessrl.rewards.posted import SCORING_NAMES
 from harnessrl.store.base import RolloutClosed, Store
 from harnessrl.types import ApiKind
 
 if TYPE_CHECKING:
     from harnessrl.gateway.render.base import ChatRenderer
+    from harnessrl.production.routes import ProductionApi
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ class Gateway:
     """The recording gateway over one store and a pool of engines."""
 
     def __init__(self, store: Store, config: GatewayConfig | None = None,
-                 renderer: ChatRenderer | None = None) -> None:
+                 renderer: ChatRenderer | None = None, production: ProductionConfig | None = None) -> None:
         self.config = config = config or GatewayConfig()
         self.store = store
         self.admin_token = config.admin_token or os.environ.get("HARNESSRL_ADMIN_TOKEN") or ""
@@ -75,6 +77,15 @@ class Gateway:
         self.registry.on_load = self.calls.reload
         self.registry.on_close = getattr(renderer, "forget", None)
         self.url: str | None = None  # set once serving
+        self._background: list[tuple[Callable[[], Awaitable[Any]], float, bool]] = []
+        self._tasks: list[asyncio.Task] = []
+        self._serving = False
+        #: Production mode (``[gateway] mode = "production"``): deployed applications under /p/.
+        self.production: ProductionApi | None = None
+        if config.mode == "production":
+            from harnessrl.production.routes import ProductionApi
+
+            self.production = ProductionApi(self, production or ProductionConfig())
         self.app = self._build_app()
 
     def public_url(self, request: Request) -> str:
@@ -83,13 +94,40 @@ class Gateway:
         return str(request.base_url).rstrip("/")
 
     # -- lifecycle --------------------------------------------------------------------------------------
+    def add_background(self, task: Callable[[], Awaitable[Any]], interval_s: float, *, final: bool = False) -> None:
+        """Run ``task()`` every ``interval_s`` while serving (production: batched session writes, feedback
+        windows); ``final``: once more at shutdown. A failing pass is logged, the next one runs."""
+        self._background.append((task, interval_s, final))
+        if self._serving:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._every(task, interval_s)))
+
+    async def _every(self, task: Callable[[], Awaitable[Any]], interval_s: float) -> None:
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                await task()
+            except Exception:  # noqa: BLE001 - a periodic pass must not end the gateway
+                log.warning("periodic task %s failed; it runs again in %.1f s", getattr(task, "__qualname__", task),
+                            interval_s, exc_info=True)
+
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
         self.recorder.start()
         await self.pool.start()
+        loop = asyncio.get_running_loop()
+        self._serving = True
+        self._tasks = [loop.create_task(self._every(t, s)) for t, s, _ in self._background]
         try:
             yield
         finally:
+            self._serving = False
+            for t in self._tasks:
+                t.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            for task, _, final in self._background:
+                if final:
+                    with contextlib.suppress(Exception):
+                        await task()
             await self.pool.close()
             await asyncio.to_thread(self.recorder.stop)
 
@@ -116,6 +154,10 @@ class Gateway:
             Route("/admin/policy_version", r(admin.policy_version), methods=["POST"]),
             Route("/admin/status", r(admin.status), methods=["GET"]),
         ]
+        if self.production is not None:
+            from harnessrl.production.admin import ProductionAdmin
+
+            routes += self.production.routes() + ProductionAdmin(self.production, admin).routes()
         return Starlette(routes=routes, lifespan=self.lifespan)
 
     def mount(self, path: str, app: Any) -> None:
@@ -154,6 +196,9 @@ class Gateway:
                 pass  # listing models of a finished rollout is harmless
             except GatewayError as exc:
                 return exc.response()
+        return self.models_response()
+
+    def models_response(self) -> Response:
         model = {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "harnessrl",
                  "policy_version": self.gate.policy_version}
         return json_response({"object": "list", "data": [model]})
@@ -204,6 +249,8 @@ class Gateway:
             f"harnessrl_paused {int(gate.paused)}",
             f"harnessrl_policy_version {gate.policy_version}",
         ]
+        if self.production is not None:
+            lines += self.production.metrics_lines()
         if self.router is not None:
             lines += [f'harnessrl_policy_version{{policy="{name}"}} {v}' for name, v in self.router.versions.items()]
         for e in self.pool.engines:

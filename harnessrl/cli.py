@@ -36,7 +36,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
     from harnessrl.store import open_store
     from harnessrl.ui import mount_dashboard
 
-    flags = {key: getattr(args, key) for key in ("host", "port", "model_name", "render_mode", "public_url")
+    flags = {key: getattr(args, key) for key in ("host", "port", "model_name", "render_mode", "public_url", "mode")
              if getattr(args, key) is not None}
     if args.engine:
         flags["engines"] = args.engine
@@ -53,7 +53,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
         raise SystemExit("no engine configured: pass --engine http://HOST:PORT/v1 (repeatable) or --engine embedded")
     db = args.db or harness.store.url or "sqlite:///harnessrl.db"
     store = open_store(db)
-    gateway = Gateway(store, config)
+    gateway = Gateway(store, config, production=harness.production)
     mount_dashboard(gateway)
     if gateway.generated_admin_token:
         # Printed to the terminal only (never logged or stored): the controller needs it to create rollouts.
@@ -233,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--model-name", help="name /v1/models lists for the served policy")
     g.add_argument("--render-mode", choices=["engine", "gateway"], help="who applies the chat template")
     g.add_argument("--public-url", help="URL harnesses reach the gateway at (for rollout base_url)")
+    g.add_argument("--mode", choices=["training", "production"],
+                   help="production: also serve deployed applications under /p/<deployment>/v1 ([production])")
     g.set_defaults(func=cmd_gateway)
     t = sub.add_parser("train", help="train the configured harness with RL (resumes a run directory)")
     t.add_argument("config", help="TOML config file")

@@ -1,0 +1,194 @@
+"""The production routes: ``/p/{deployment}/v1/...`` and ``/p/{deployment}/s/{session}/v1/...``.
+
+Each call is authorized by its app key (``keys.py``), finds its session (``sessions.py``) and is then
+served by the gateway's ordinary call lifecycle (``gateway/call.py``) on the session's rollout state:
+the same limits, pause gate, engines, streaming, redaction and recording as a training rollout's call --
+except that a session not sampled for recording stores nothing. Every answer carries the session id
+(``X-Session-Id``), which the application sends back with its feedback (``POST /p/{d}/feedback``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from harnessrl.gateway.admin import json_response
+from harnessrl.gateway.call import error_response
+from harnessrl.gateway.errors import GatewayError, NotFoundError
+from harnessrl.gateway.http import api_key, read_json
+from harnessrl.gateway.rollout_registry import RolloutState
+from harnessrl.production.arms import ArmPlan
+from harnessrl.production.config import ProductionConfig
+from harnessrl.production.deployments import Deployments
+from harnessrl.production.feedback import post_feedback
+from harnessrl.production.keys import AppKeyAuth
+from harnessrl.production.sessions import (
+    NO_ROLLOUT_KEY,
+    LiveSession,
+    SessionTable,
+    check_session_id,
+    derived_session_id,
+)
+from harnessrl.production.windows import WindowCloser
+from harnessrl.store.deployments import AppKey, Deployment
+from harnessrl.types import ApiKind
+
+if TYPE_CHECKING:
+    from harnessrl.gateway.app import Gateway
+
+log = logging.getLogger(__name__)
+
+#: How often counted calls are written to the store (and a session's feedback window moved).
+FLUSH_INTERVAL_S = 0.5
+_APIS = {"chat/completions": ApiKind.CHAT, "completions": ApiKind.COMPLETIONS, "responses": ApiKind.RESPONSES,
+         "messages": ApiKind.ANTHROPIC_MESSAGES}
+
+
+class ProductionApi:
+    """Production mode of one gateway: its deployments, app keys, sessions and routes."""
+
+    def __init__(self, gateway: Gateway, config: ProductionConfig) -> None:
+        self.gw, self.config = gateway, config
+        self.store = gateway.store
+        self.deployments = Deployments(self.store, config)
+        self.deployments.ensure_configured()
+        self.keys = AppKeyAuth(self.store)
+        self.arms = ArmPlan(self.store, lambda: gateway.gate.policy_version, config.canary,
+                            loader=_version_loader(gateway))
+        self.sessions = SessionTable(self.store, gateway.registry, self.arms, config, forget=gateway.pool.forget)
+        self._header = config.session_header.lower().encode("latin-1")
+        gateway.add_background(self.sessions.flush, FLUSH_INTERVAL_S, final=True)
+        self.windows = WindowCloser(self.store, config.feedback)
+        gateway.add_background(self.close_windows, config.feedback.close_interval_s)
+        gateway.add_background(self.arms.evaluate, config.canary.evaluate_interval_s)
+
+    async def close_windows(self) -> Any:
+        """Decide the sessions whose feedback window closed, after writing the calls just answered (a
+        session's window is its last call + ``window_s``)."""
+        await self.sessions.flush()
+        return await self.windows()
+
+    def routes(self) -> list[Route]:
+        routes = []
+        for prefix in ("/p/{deployment}/v1", "/p/{deployment}/s/{session}/v1"):
+            for path, api in _APIS.items():
+                routes.append(Route(f"{prefix}/{path}", self._call_endpoint(api), methods=["POST"]))
+            routes.append(Route(f"{prefix}/messages/count_tokens", self._count_tokens, methods=["POST"]))
+            routes.append(Route(f"{prefix}/models", self._models, methods=["GET"]))
+        routes.append(Route("/p/{deployment}/feedback", self._feedback, methods=["POST"]))
+        return routes
+
+    # -- the calls ------------------------------------------------------------------------------------
+    def _call_endpoint(self, api: ApiKind) -> Any:
+        async def endpoint(request: Request) -> Any:
+            return await self.call(request, api)
+
+        endpoint.__name__ = f"production_{api.value}"
+        return endpoint
+
+    async def call(self, request: Request, api: ApiKind) -> Any:
+        t0 = time.perf_counter()
+        live: LiveSession | None = None
+        try:
+            key, (dep, cfg) = await self._authorize(request)
+            body = await read_json(request, self.gw.config.limits.max_body_bytes)
+            sid, derived = self._session_id(request, api, body, key)
+            live = await self.sessions.get(dep.name, sid, key.id, derived=derived,
+                                           record_fraction=self.deployments.record_fraction(dep.name, cfg))
+        except GatewayError as exc:
+            return error_response(exc, api)
+        answer = await self.gw.calls.serve(request, api, live.state, body, t0)
+        return _SessionAnswer(answer, self._header, live, self.sessions)
+
+    async def _authorize(self, request: Request) -> tuple[AppKey, Any]:
+        name = request.path_params["deployment"]
+        found = await self.deployments.get(name)
+        key = await self.keys.authorize(name, api_key(request), known=found is not None)
+        assert found is not None  # a key of this deployment exists, so the deployment does
+        return key, found
+
+    def _session_id(self, request: Request, api: ApiKind, body: Any, key: AppKey) -> tuple[str, bool]:
+        """The call's session id and whether the gateway derived it (path, else header, else digest)."""
+        if "session" in request.path_params:
+            return check_session_id(request.path_params["session"], "the URL path (/s/<session>/v1)"), False
+        named = request.headers.get(self.config.session_header)
+        if named is not None:
+            return check_session_id(named, f"the {self.config.session_header} header"), False
+        return derived_session_id(api, body, key.id), True
+
+    async def _count_tokens(self, request: Request) -> Response:
+        """Anthropic's token counting: not a sampled call, so no session is opened for it."""
+        api = ApiKind.ANTHROPIC_MESSAGES
+        try:
+            await self._authorize(request)
+            body = await read_json(request, self.gw.config.limits.max_body_bytes)
+            state = RolloutState(id="count-tokens", key_hash=NO_ROLLOUT_KEY, record=False)
+            t = self.gw.calls.translate(state, api, body, request)
+        except GatewayError as exc:
+            return error_response(exc, api)
+        return json_response({"input_tokens": await self.gw.calls.count_tokens(state, t.chat)})
+
+    async def _models(self, request: Request) -> Response:
+        try:
+            await self._authorize(request)
+        except GatewayError as exc:
+            return exc.response()
+        return self.gw.models_response()
+
+    async def _feedback(self, request: Request) -> Response:
+        try:
+            _, (dep, _) = await self._authorize(request)
+        except GatewayError as exc:
+            return exc.response()
+        await self.sessions.flush()  # the session's newest calls set its window
+        return await post_feedback(request, self.store, dep.name, self.config.feedback)
+
+    # -- what the admin API and metrics read ----------------------------------------------------------
+    def deployment_json(self, dep: Deployment, request: Request) -> dict[str, Any]:
+        base = f"{self.gw.public_url(request)}/p/{dep.name}"
+        return {"name": dep.name, "run_id": dep.run_id, "config": dep.config, "created_at": dep.created_at,
+                "base_url": f"{base}/v1", "anthropic_base_url": base}
+
+    def metrics_lines(self) -> list[str]:
+        return [f"harnessrl_production_sessions_opened_total {self.sessions.opened}",
+                f"harnessrl_production_sessions_recorded_total {self.sessions.recorded}",
+                *self.arms.metric_lines()]
+
+    async def deployment_or_404(self, name: str) -> Deployment:
+        found = await self.deployments.get(name)
+        if found is None:
+            raise NotFoundError(f"unknown deployment {name!r}; create it with POST /admin/deployments",
+                                code="deployment_not_found")
+        return found[0]
+
+
+class _SessionAnswer:
+    """A call's answer with its session id in a header; counted toward the session when it is answered."""
+
+    def __init__(self, app: Any, header: bytes, live: LiveSession, sessions: SessionTable) -> None:
+        self.app, self.header, self.live, self.sessions = app, header, live, sessions
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        value = self.live.id.encode()
+
+        async def send_with_session(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                if message["status"] < 400:  # before the app can see the answer, so before it asks again
+                    self.sessions.touch(self.live)
+                message = {**message, "headers": [*message.get("headers", ()), (self.header, value)]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_session)
+
+
+def _version_loader(gateway: Gateway) -> Any:
+    """How canary candidates reach the engines: hot-loaded LoRA adapters over HTTP (vLLM, or the embedded
+    engine's server). An in-process embedded engine may set ``arms.canary.loader = EmbeddedVersions(engine)``."""
+    from harnessrl.production.canary import LoraEngines
+
+    return LoraEngines(gateway.config.engines)

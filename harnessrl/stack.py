@@ -107,7 +107,7 @@ class Stack:
             from harnessrl.engines import vllm_stack
 
             gw_config = gw_config.model_copy(update=vllm_stack.gateway_overrides(config, engine_server))
-        gateway_app = Gateway(store, gw_config)
+        gateway_app = Gateway(store, gw_config, production=config.production)
         mount_dashboard(gateway_app)  # /ui over the run's store, behind the admin token
         gateway = GatewayServer(gateway_app).start()
         if trainer is not None and config.policies:

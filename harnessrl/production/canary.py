@@ -324,8 +324,8 @@ class Canary:
         return get(deployment).run_id if get is not None else None
 
     def evaluate(self, deployment: str) -> CanaryDecision | None:
-        """Compare the arms and act (promote, roll back) or hold; None when no canary runs or nothing
-        changed since the last hold (an unchanged hold is not recorded again)."""
+        """Compare the arms and act (promote, roll back) or hold; None when no canary runs or no outcome
+        was decided since the last hold (an unchanged hold is not recorded again)."""
         with self._lock:
             st = self.state(deployment)
             if not st.running:
@@ -333,9 +333,9 @@ class Canary:
             evidence = self._evidence(deployment, st)
             s, c = (_arm(evidence, STABLE), _arm(evidence, CANARY))
             verdict = decide(s, c, self.config)
-            if verdict.action == "hold" and st.last is not None and st.last.stats.get("arms") == evidence["arms"] \
-                    and st.last.action == "hold":
-                return None
+            if verdict.action == "hold" and st.last is not None and st.last.action == "hold" \
+                    and _decided(st.last.stats) == _decided(evidence):
+                return None  # no outcome decided since the last hold: nothing new to record
             decision = self._record(deployment, verdict.action, st, evidence, verdict.reason)
             if verdict.action == "promote":
                 self._apply_promote(deployment, st)
@@ -424,6 +424,11 @@ class Canary:
                 lines += [f"harnessrl_canary_version{{{label}}} {a.version}",
                           f"harnessrl_canary_fraction{{{label}}} {a.fraction:g}"]
         return lines
+
+
+def _decided(evidence: dict[str, Any]) -> list[tuple[str, int, int, float | None]]:
+    """The part of the evidence a decision rests on (sessions still open only count as served)."""
+    return sorted((a["arm"], a["version"], a["decided"], a["mean"]) for a in evidence.get("arms", []))
 
 
 def _arm(evidence: dict[str, Any], arm: str) -> ArmStats | None:

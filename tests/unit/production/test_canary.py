@@ -116,11 +116,15 @@ def test_start_serves_the_candidate_beside_stable_and_promotes_a_better_one(stor
     hold = canary.evaluate(dep)
     assert hold is not None and hold.action == "hold" and "candidate 2" in hold.reason
     assert canary.evaluate(dep) is None  # nothing new: an identical hold is not recorded again
+    store.open_session(dep, "still-open", key_id="k", arm=CANARY, policy_version=1, recorded=False, window_s=60.0,
+                       rollout_key_hash="x")
+    assert canary.evaluate(dep) is None  # a session without an outcome yet decides nothing either
     _sessions(store, dep, CANARY, 1, [0.0])  # candidate 2/3 vs stable 1/3
     promote = canary.evaluate(dep)
     assert promote is not None and promote.action == "promote"
     arms = {a["arm"]: a for a in promote.stats["arms"]}
     assert (arms[STABLE]["decided"], arms[STABLE]["sessions"], arms[CANARY]["decided"]) == (3, 4, 3)
+    assert arms[CANARY]["sessions"] == 4  # the open one is served, not decided
     assert arms[CANARY]["mean"] == pytest.approx(2 / 3) and arms[STABLE]["mean"] == pytest.approx(1 / 3)
     # the candidate now serves every new session, under its adapter; nothing was dropped (stable was the base)
     assert [(a.arm, a.version, a.engine_model, a.fraction) for a in canary.arms(dep)] == [

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 
 from harnessrl.production.combine import decider
 from harnessrl.production.config import FeedbackConfig
@@ -21,10 +22,17 @@ from harnessrl.store.base import Store
 
 log = logging.getLogger(__name__)
 
+#: ``busy(deployment, session_id)``: whether a call of that session is being served right now.
+Busy = Callable[[str, str], bool]
+
 
 def close_due_windows(store: Store, config: FeedbackConfig, *, now: float | None = None,
-                      deployment: str | None = None, batch: int = 500) -> dict[str, Counter[str]]:
-    """Close every window due by ``now``; returns ``{deployment: Counter(scored=, defaulted=, dropped=)}``."""
+                      deployment: str | None = None, batch: int = 500,
+                      busy: Busy | None = None) -> dict[str, Counter[str]]:
+    """Close every window due by ``now``; returns ``{deployment: Counter(scored=, defaulted=, dropped=)}``.
+
+    ``busy(deployment, session_id)``: the session has a call in flight, so it is not over (its window
+    moves when that call is answered); it is left open for a later pass."""
     now = time.time() if now is None else now
     decide = decider(config)
     counts: dict[str, Counter[str]] = {}
@@ -32,6 +40,8 @@ def close_due_windows(store: Store, config: FeedbackConfig, *, now: float | None
         due = store.due_windows(now, deployment=deployment, limit=batch)
         closed = 0
         for window in due:
+            if busy is not None and busy(window.deployment, window.id):
+                continue
             done = store.close_window(window.deployment, window.id, decide, now=now)
             if done is not None:  # None: a new call moved its window, or another closer was first
                 counts.setdefault(done.deployment, Counter())[done.outcome_status] += 1
@@ -47,12 +57,12 @@ class WindowCloser:
     """The production gateway's periodic task: one ``close_due_windows`` pass per call, off the event
     loop; ``totals`` adds up every pass's counts per deployment (for metrics)."""
 
-    def __init__(self, store: Store, config: FeedbackConfig) -> None:
-        self.store, self.config = store, config
+    def __init__(self, store: Store, config: FeedbackConfig, busy: Busy | None = None) -> None:
+        self.store, self.config, self.busy = store, config, busy
         self.totals: dict[str, Counter[str]] = {}
 
     async def __call__(self) -> dict[str, Counter[str]]:
-        counts = await asyncio.to_thread(close_due_windows, self.store, self.config)
+        counts = await asyncio.to_thread(close_due_windows, self.store, self.config, busy=self.busy)
         for name, c in counts.items():
             self.totals.setdefault(name, Counter()).update(c)
         return counts

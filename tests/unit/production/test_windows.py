@@ -56,3 +56,15 @@ def test_the_gateway_task_adds_up_totals(store: Store) -> None:
     store.add_feedback("support", "b", "thumbs", 1.0, now=time.time() - 2)
     asyncio.run(closer())
     assert closer.totals == {"support": Counter({DEFAULTED: 1, SCORED: 1})}
+
+
+def test_a_session_with_a_call_in_flight_stays_open(store: Store) -> None:
+    """A call that outlasts the window must still be recorded: its session is not over yet."""
+    rid = add_session(store, "talking", closes_at=NOW)
+    add_session(store, "done", closes_at=NOW)
+    counts = close_due_windows(store, FeedbackConfig(missing=0.0), now=NOW,
+                               busy=lambda deployment, sid: (deployment, sid) == ("support", "talking"))
+    assert counts == {"support": Counter({DEFAULTED: 1})}
+    assert store.get_session_window("support", "talking").outcome_status == OPEN
+    assert rid is not None and store.get_rollout(rid).status == RolloutStatus.RUNNING
+    assert close_due_windows(store, FeedbackConfig(missing=0.0), now=NOW) == {"support": Counter({DEFAULTED: 1})}

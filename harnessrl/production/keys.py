@@ -13,7 +13,7 @@ import asyncio
 import secrets
 import time
 
-from harnessrl.gateway.errors import Forbidden, NotFoundError, Unauthorized
+from harnessrl.gateway.errors import Forbidden, Unauthorized
 from harnessrl.gateway.rollout_registry import hash_key
 from harnessrl.store.base import Store
 from harnessrl.store.deployments import AppKey
@@ -22,6 +22,10 @@ from harnessrl.store.deployments import AppKey
 KEY_PREFIX = "hrl-app-"
 #: Cached lookups (found or not) at most.
 MAX_CACHED = 10_000
+
+
+class OtherDeployment(Forbidden):
+    """A good key of another deployment (the caller answers 404 instead when the deployment does not exist)."""
 
 
 def new_app_key() -> str:
@@ -36,9 +40,9 @@ class AppKeyAuth:
         self._ttl_s = ttl_s
         self._cache: dict[str, tuple[float, AppKey | None]] = {}  # key hash -> (looked up at, key)
 
-    async def authorize(self, deployment: str, key: str | None, known: bool) -> AppKey:
-        """The key if it opens ``deployment``: 401 missing or unknown, 403 revoked or another deployment's,
-        404 when the key is good but ``deployment`` (``known`` False) does not exist."""
+    async def authorize(self, deployment: str, key: str | None) -> AppKey:
+        """The key if it opens ``deployment``: 401 missing or unknown, 403 revoked, ``OtherDeployment``
+        (403) when it is another deployment's key."""
         if not key:
             raise Unauthorized("missing API key: send the deployment's app key as 'Authorization: Bearer <key>' "
                                "or 'x-api-key'")
@@ -50,10 +54,7 @@ class AppKeyAuth:
             raise Forbidden(f"this app key ({found.id}) was revoked; create a new one with "
                             f"POST /admin/deployments/{found.deployment}/keys", code="revoked_api_key")
         if found.deployment != deployment:
-            if not known:
-                raise NotFoundError(f"unknown deployment {deployment!r}; create it with POST /admin/deployments",
-                                    code="deployment_not_found")
-            raise Forbidden(f"this app key opens deployment {found.deployment!r} only, not {deployment!r}")
+            raise OtherDeployment(f"this app key opens deployment {found.deployment!r} only, not {deployment!r}")
         return found
 
     def forget(self, key_id: str) -> None:

@@ -26,7 +26,7 @@ from harnessrl.production.arms import ArmPlan
 from harnessrl.production.config import ProductionConfig
 from harnessrl.production.deployments import Deployments
 from harnessrl.production.feedback import post_feedback
-from harnessrl.production.keys import AppKeyAuth
+from harnessrl.production.keys import AppKeyAuth, OtherDeployment
 from harnessrl.production.sessions import (
     NO_ROLLOUT_KEY,
     LiveSession,
@@ -106,9 +106,15 @@ class ProductionApi:
         return _SessionAnswer(answer, self._header, live, self.sessions)
 
     async def _authorize(self, request: Request) -> tuple[AppKey, Any]:
+        """The app key and the deployment of a request. The key is checked first (cached), so a caller
+        without a good key learns nothing about which deployments exist."""
         name = request.path_params["deployment"]
+        try:
+            key = await self.keys.authorize(name, api_key(request))
+        except OtherDeployment:
+            await self.deployment_or_404(name)
+            raise
         found = await self.deployments.get(name)
-        key = await self.keys.authorize(name, api_key(request), known=found is not None)
         assert found is not None  # a key of this deployment exists, so the deployment does
         return key, found
 

@@ -125,6 +125,7 @@ class SessionTable:
         self._generation: dict[tuple[str, str], int] = {}  # (deployment, derived id) -> current generation
         self._dirty: dict[tuple[str, str], LiveSession] = {}
         self._last_sweep = time.monotonic()
+        self._flushing = asyncio.Lock()
         self.opened = 0  # sessions opened by this gateway (metrics)
         self.recorded = 0
 
@@ -183,9 +184,9 @@ class SessionTable:
                     fraction: float) -> LiveSession | None:
         session, assignment, created = await asyncio.to_thread(self._open_sync, deployment, session_id, key_id,
                                                                fraction)
-        if session.outcome_status != OPEN or self._over(False, session.last_call_at, session.feedback_closes_at,
-                                                        derived):
-            return None
+        if not created and (session.outcome_status != OPEN or self._over(False, session.last_call_at,
+                                                                         session.feedback_closes_at, derived)):
+            return None  # (a session just opened is never over: a derived id's next generation is found)
         if session.rollout_id is None:
             state = RolloutState(id=f"unrecorded:{deployment}:{session_id}", key_hash=NO_ROLLOUT_KEY, record=False)
         elif created:
@@ -236,7 +237,12 @@ class SessionTable:
         self._dirty[(live.deployment, live.id)] = live
 
     async def flush(self) -> None:
-        """Write the calls counted since the last flush (one transaction); drop idle sessions from memory."""
+        """Write the calls counted since the last flush (one transaction); drop idle sessions from memory.
+        Flushes run one at a time, so a flush that returns has written every call counted before it."""
+        async with self._flushing:
+            await self._flush()
+
+    async def _flush(self) -> None:
         dirty, self._dirty = self._dirty, {}
         touches = [SessionTouch(s.deployment, s.id, s.pending, s.last_call_at) for s in dirty.values() if s.pending]
         for s in dirty.values():

@@ -140,3 +140,33 @@ def test_metrics_count_sessions(production) -> None:  # noqa: ANN001
     text = httpx.get(f"{production.url}/metrics").text
     assert "harnessrl_production_sessions_opened_total 2" in text
     assert "harnessrl_production_sessions_recorded_total 2" in text
+
+
+def test_an_idle_derived_session_is_over_a_named_one_goes_on(make_production) -> None:  # noqa: ANN001
+    production = make_production(ProductionConfig(session_idle_s=0.3))
+    production.deployment("support")
+    key = production.key("support")
+    plain = openai.OpenAI(base_url=key.base_url, api_key=key.key)
+    named = openai.OpenAI(base_url=key.base_url, api_key=key.key, default_headers={"X-Session-Id": "kept"})
+    first, answer = _chat(plain, "same opening")
+    assert _chat(plain, "same opening", answer, "more")[0] == first  # within the idle time: the same session
+    _chat(named, "hi")
+    time.sleep(0.5)
+    assert _chat(plain, "same opening")[0] == f"{first}.1"  # the same opening after a pause: a new conversation
+    assert _chat(named, "hi")[0] == "kept"  # the application said which session it is
+    calls = {s["id"]: s["calls"] for s in production.sessions("support")}
+    assert calls == {first: 2, f"{first}.1": 1, "kept": 2}
+
+
+def test_feedback_reaches_the_session_through_the_app_key(production) -> None:  # noqa: ANN001
+    production.deployment("support")
+    key = production.key("support")
+    sid, _ = _chat(openai.OpenAI(base_url=key.base_url, api_key=key.key), "rate me")
+    auth = {"Authorization": f"Bearer {key.key}"}
+    r = httpx.post(f"{production.url}/p/support/feedback", headers=auth,
+                   json={"session_id": sid, "name": "thumbs", "value": 1})
+    assert r.status_code == 201, r.text
+    r = httpx.post(f"{production.url}/p/support/feedback", headers=auth,
+                   json={"session_id": "never-seen", "name": "thumbs", "value": 1})
+    assert r.status_code == 404, r.text
+    assert [(f.name, f.value) for f in production.store.get_feedback("support", sid)] == [("thumbs", 1.0)]

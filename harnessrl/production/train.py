@@ -178,11 +178,20 @@ class ProductionTrainer:
         self.store.mark_sessions_trained(name, [s.id for s in sessions], version)
         return OffPolicyStep(version, used, stale, ckpt, metrics)
 
+    def settle(self, stable: int | None) -> bool:
+        """After the canary decided on our candidate: a rollback (the stable version is older than the
+        trainer's) undoes that update; returns whether it did."""
+        if stable is None or stable >= self.trainer.policy_version:
+            return False
+        self.restore(stable)
+        return True
+
     def restore(self, version: int) -> None:
-        """Go back to ``version``'s weights (a rolled-back candidate's update is undone); the version
-        counter keeps counting up, so no number is reused."""
+        """Go back to ``version``'s weights (a rolled-back candidate's update is undone). The trainer is at
+        ``version`` again, so staleness counts from there; new numbers continue after the newest recorded
+        version (``next_version``), so no number is reused."""
         trainer = self.trainer
-        step, counter = trainer.step_count, trainer.policy_version
+        step = trainer.step_count
         path = next((v.checkpoint_path for v in self.store.list_policy_versions(self.deployment.run_id)
                      if v.version == version and v.checkpoint_path), None)
         if path is not None:
@@ -198,7 +207,7 @@ class ProductionTrainer:
         else:
             log.warning("deployment %s: cannot go back to version %d (no checkpoint, full fine-tuning): "
                         "training continues from the rolled-back weights", self.deployment.name, version)
-        trainer.step_count, trainer.policy_version = step, counter
+        trainer.step_count, trainer.policy_version = step, version
 
 
 class CandidateSink:
@@ -285,8 +294,8 @@ async def train_production(config: HarnessConfig, console: Console | None = None
             state = store.canary_state(name)  # type: ignore[attr-defined]
             if state.running and state.candidate_version == stack.trainer.policy_version:
                 sink.pending = state.candidate_version  # offered before a restart: wait for its decision
-            elif state.stable_version is not None and state.stable_version < stack.trainer.policy_version:
-                loop.restore(state.stable_version)  # the latest update was rolled back while we were away
+            else:
+                loop.settle(state.stable_version)  # the latest update was rolled back while we were away
             console.print(f"[bold]harnessrl train[/] (production) deployment {name}: gateway {stack.gateway_url}"
                           f"/p/{name}/v1; {stack.trainer.step_count} of {config.run.steps} updates done")
             await _loop(config, stack, store, loop, sink, console)
@@ -312,9 +321,9 @@ async def _loop(config: HarnessConfig, stack: Any, store: Store, loop: Productio
         if not done:
             await asyncio.sleep(pt.poll_s)
             continue
-        if stable is not None and stable < trainer.policy_version:  # rolled back: undo that update
-            console.print(f"candidate v{trainer.policy_version} rolled back; training resumes from v{stable}")
-            await asyncio.to_thread(loop.restore, stable)
+        rolled_back = trainer.policy_version
+        if await asyncio.to_thread(loop.settle, stable):
+            console.print(f"candidate v{rolled_back} rolled back; training goes on from v{stable}")
         t0 = time.perf_counter()
         step = await asyncio.to_thread(loop.train_once, config.run_dir)
         if step is None:

@@ -4,6 +4,7 @@ through the store (version recorded, sessions marked, adapter folder written, no
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 from pathlib import Path
@@ -174,8 +175,26 @@ def test_restore_goes_back_to_the_stable_weights(store: Store, tmp_path: Path) -
     second = loop.train_once(tmp_path)
     assert second is not None and second.version == first.version + 1
     assert any(not torch.equal(p, after_first[n]) for n, p in lora.items())
-    loop.restore(first.version)  # the second was rolled back
+    assert not loop.settle(second.version)  # promoted: nothing to undo
+    assert loop.settle(first.version)  # the second was rolled back: the trainer is at the first again
     assert all(torch.equal(p, after_first[n]) for n, p in lora.items())
-    assert loop.trainer.policy_version == second.version  # numbers are never reused
+    assert loop.trainer.policy_version == first.version and loop.trainer.step_count == 2
+    assert loop.next_version() == second.version + 1  # numbers are never reused
     loop.restore(0)  # the base model: the adapter adds nothing
-    assert all(not p.any() for p in lora.values())
+    assert all(not p.any() for p in lora.values()) and loop.trainer.policy_version == 0
+
+
+def test_the_sink_waits_for_the_canarys_decision(store: Store) -> None:
+    from harnessrl.production.train import CandidateSink
+    from harnessrl.store.canary import CanaryDecision
+
+    add_session(store, "any")  # the deployment
+    sink = CandidateSink("http://127.0.0.1:9", "t", store, "support")  # no request is sent here
+    assert sink.decided() == (True, None)  # nothing offered
+    sink.pending = 3
+    store.add_canary_decision(CanaryDecision("support", "start", 2, 3, 0.5, {"arms": []}, "started"))  # type: ignore[attr-defined]
+    assert sink.decided() == (False, None)
+    store.add_canary_decision(CanaryDecision("support", "rollback", 2, 3, 0.5, {"arms": []}, "worse"))  # type: ignore[attr-defined]
+    assert sink.decided() == (True, 2) and sink.pending is None
+    assert sink.decided() == (True, None)  # reported once
+    asyncio.run(sink.aclose())

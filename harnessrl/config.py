@@ -165,6 +165,11 @@ class HarnessConfig(BaseModel):
                 raise ValueError('[run] source = "production" serves the deployment: set [gateway] mode = '
                                  '"production" (or leave it unset)')
             self.gateway.mode = "production"
+        if self.run.deployment not in self.production.deployments:  # created at start, with the defaults
+            from harnessrl.production.config import DeploymentConfig, check_deployment_name
+
+            check_deployment_name(self.run.deployment)
+            self.production.deployments[self.run.deployment] = DeploymentConfig()
         return self
 
     @model_validator(mode="after")

@@ -1,7 +1,7 @@
 """The canary through the real production gateway and a real embedded engine (the tiny model): two versions
 served side by side, each session's calls recorded with its arm's version and produced by that version's
 weights; a worse candidate rolled back, a better one promoted, every decision recorded and shown by the
-admin API and /metrics; a restarted gateway serves what it served before."""
+admin API and /metrics; a restarted gateway and engine serve what was served before."""
 
 from __future__ import annotations
 
@@ -187,15 +187,21 @@ def test_worse_candidate_rolled_back_better_promoted(store: Store, engine, tmp_p
     finally:
         prod.close()
 
-    # -- a restarted gateway (same store, same engine) serves the promoted version ------------------------
-    prod = Prod(store, engine.base_url)
+    # -- a restart of gateway and engine (same store): the promoted version is loaded again and served --
+    model, tokenizer = tiny_model()
+    fresh = start_server(EmbeddedEngine(model, tokenizer, EngineConfig(model="tiny", context_window=256)),
+                         owns_engine=True)
+    prod = Prod(store, fresh.base_url)
     try:
+        assert fresh.engine.adapters == {}
         key = prod.admin.post(f"/admin/deployments/{DEP}/keys", json={"label": "t2"}).json()["api_key"]
         _talk(prod, key, "after-restart")
         _check_served(store, "after-restart", "stable", 2, better)
+        assert fresh.engine.adapters == {"app-v2": 2}  # from the checkpoint folder the decisions name
         assert prod.admin.get(f"/admin/deployments/{DEP}/canary").json()["arms"][0]["version"] == 2
     finally:
         prod.close()
+        fresh.close()
 
 
 def test_admin_refusals(store: Store, engine) -> None:  # noqa: ANN001

@@ -43,7 +43,10 @@ class _GrowLayer(DynamicLayer):
 
 
 def _grow(buf: torch.Tensor, need: int) -> torch.Tensor:
-    bigger = buf.new_zeros(buf.shape[0], buf.shape[1], max(need, int(buf.shape[2] * 1.5) + 16), buf.shape[3])
+    """A larger buffer holding ``buf``. The spare columns are left unwritten (``new_empty``): they are never
+    read before a decode step writes them, and pages never written are not resident, so spare capacity
+    costs address space, not memory."""
+    bigger = buf.new_empty(buf.shape[0], buf.shape[1], max(need, int(buf.shape[2] * 1.5) + 16), buf.shape[3])
     bigger[:, :, : buf.shape[2]] = buf
     return bigger
 
@@ -94,7 +97,8 @@ class BatchKV:
         for layer, (k, v) in zip(self.layers, row_layers, strict=True):
             for name, src in (("kbuf", k), ("vbuf", v)):
                 old = getattr(layer, name)
-                buf = old.new_zeros(old_b + copies, old.shape[1], cap, old.shape[3])
+                buf = old.new_empty(old_b + copies, old.shape[1], cap, old.shape[3])
+                buf[:, :, :new_len] = 0  # left padding is read (masked; 0 x NaN would still be NaN); spare is not
                 buf[:old_b, :, shift:new_len] = old[:, :, :old_len]
                 buf[old_b:, :, new_len - plen : new_len] = src[0]
                 setattr(layer, name, buf)

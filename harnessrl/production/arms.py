@@ -60,6 +60,12 @@ class ArmPlan:
         now = self.canary.serving(deployment, arm, version)
         return Assignment(arm, now.version, now.engine_model)
 
+    def epoch(self, deployment: str) -> int:
+        """Changes whenever what serves the deployment's arms changes (a start, promote or rollback): a
+        live session pinned at another epoch should ask ``resumed`` again before its next call, since its
+        version's adapter may have been dropped from the engines."""
+        return 0 if self.canary is None else self.canary.epochs.get(deployment, 0)
+
     async def evaluate(self) -> list[CanaryDecision]:
         """The periodic pass (``[production.canary] evaluate_interval_s``): decide running canaries."""
         if self.canary is None:

@@ -195,6 +195,9 @@ class Canary:
         self.default_version = default_version
         self._states: dict[str, CanaryState] = {}
         self._loaded: set[str] = set()  # engine model names loaded by this process
+        #: Per deployment, how many times what serves its arms changed in this process: a live session
+        #: pinned at an older epoch asks ``serving`` again (its candidate may be gone).
+        self.epochs: dict[str, int] = {}
         self._lock = threading.RLock()
 
     # -- state --------------------------------------------------------------------------------------------
@@ -305,6 +308,7 @@ class Canary:
                                     f"version {version} serves {fraction:g} of new sessions beside stable "
                                     f"version {stable}")
             self._states[deployment] = CanaryState(stable, version, fraction, decision.created_at, w, decision)
+            self._bump(deployment)
             log.info("deployment %s: canary version %d started (%g of new sessions)", deployment, version,
                      fraction)
             return decision
@@ -375,6 +379,7 @@ class Canary:
         old = self._model(STABLE, st)
         w = {"stable": st.weights.get("candidate"), "stable_model": st.weights.get("candidate_model")}
         new = self._states[deployment] = CanaryState(st.candidate_version, None, 0.0, None, w, None)
+        self._bump(deployment)
         if old is not None and old in self._loaded:
             self._drop(old)
         return new
@@ -383,10 +388,14 @@ class Canary:
         new = self._states[deployment] = CanaryState(
             st.stable_version, None, 0.0, None,
             {"stable": st.weights.get("stable"), "stable_model": st.weights.get("stable_model")}, None)
+        self._bump(deployment)
         name = self._model(CANARY, st)
         if name in self._loaded:
             self._drop(name)
         return new
+
+    def _bump(self, deployment: str) -> None:
+        self.epochs[deployment] = self.epochs.get(deployment, 0) + 1
 
     def _drop(self, name: str) -> None:
         self._loaded.discard(name)

@@ -259,3 +259,19 @@ def test_arm_plan_assigns_from_the_canary_and_resumes_stored_sessions(store: Sto
     assert plan.resumed(dep, CANARY, 1) == Assignment(CANARY, 0, None)
     assert 'harnessrl_canary_fraction{deployment="app",arm="stable"} 1' in plan.metric_lines()
     assert ArmPlan(None, lambda: 4).assign(dep, "x") == Assignment(STABLE, 4)
+
+
+def test_epoch_moves_with_every_change_of_what_serves(store: Store, dep: str) -> None:
+    from harnessrl.production.arms import ArmPlan
+
+    plan = ArmPlan(store, lambda: 0, RULE, Loader())
+    assert plan.canary is not None and plan.epoch(dep) == 0
+    plan.canary.start(dep, 1, Weights("/ckpt/v1"))
+    assert plan.epoch(dep) == 1
+    _sessions(store, dep, STABLE, 0, [0.0])
+    plan.canary.evaluate(dep)  # a hold changes nothing that serves
+    assert plan.epoch(dep) == 1
+    _sessions(store, dep, STABLE, 0, [0.0] * 2)
+    _sessions(store, dep, CANARY, 1, [1.0] * 3)
+    plan.canary.evaluate(dep)  # promote
+    assert plan.epoch(dep) == 2 and plan.epoch("other") == 0

@@ -93,7 +93,6 @@ class ProductionApi:
 
     async def call(self, request: Request, api: ApiKind) -> Any:
         t0 = time.perf_counter()
-        live: LiveSession | None = None
         try:
             key, (dep, cfg) = await self._authorize(request)
             body = await read_json(request, self.gw.config.limits.max_body_bytes)

@@ -170,3 +170,17 @@ def test_feedback_reaches_the_session_through_the_app_key(production) -> None:  
                    json={"session_id": "never-seen", "name": "thumbs", "value": 1})
     assert r.status_code == 404, r.text
     assert [(f.name, f.value) for f in production.store.get_feedback("support", sid)] == [("thumbs", 1.0)]
+
+
+def test_responses_and_completions_in_a_named_session(production) -> None:  # noqa: ANN001
+    production.deployment("support")
+    key = production.key("support")
+    client = openai.OpenAI(base_url=f"{production.url}/p/support/s/agent-1/v1", api_key=key.key)
+    first = client.responses.create(model="policy", input="hello", max_output_tokens=8)
+    second = client.responses.create(model="policy", input="and then?", previous_response_id=first.id,
+                                     max_output_tokens=8)  # the session's memory, as on a rollout route
+    assert first.output_text and second.output_text
+    assert client.completions.create(model="policy", prompt="once upon", max_tokens=4).choices[0].text
+    (s,) = production.sessions("support")
+    calls = production.store.get_calls(s["rollout_id"])
+    assert [c.api for c in calls] == [ApiKind.RESPONSES, ApiKind.RESPONSES, ApiKind.COMPLETIONS] and s["calls"] == 3

@@ -16,7 +16,7 @@ update on them with the ordinary ``Trainer``:
   canary``): it never serves everyone before the canary promotes it. The next update waits for that
   decision; after a rollback the trainer goes back to the stable version's weights. A gateway without
   the canary API gets the version as its next served version instead (pause, publish, resume), and the
-  console says so.
+  console says so. The run ends once its last candidate is decided.
 
 Sessions are marked trained after their checkpoint exists: a restarted loop trains none twice and
 rebuilds the running mean from the store.
@@ -40,7 +40,6 @@ from rich.console import Console
 
 from harnessrl.config import HarnessConfig
 from harnessrl.production.advantages import RunningMean, min_served_version, session_advantages
-from harnessrl.production.windows import close_due_windows
 from harnessrl.store.base import NotFound, Store
 from harnessrl.store.feedback import SessionWindow
 from harnessrl.training.config import TrainingConfig
@@ -313,17 +312,26 @@ async def train_production(config: HarnessConfig, console: Console | None = None
 
 async def _loop(config: HarnessConfig, stack: Any, store: Store, loop: ProductionTrainer, sink: CandidateSink,
                 console: Console) -> None:
+    """Updates until ``[run] steps``, each offered to the canary and decided before the next; the run ends
+    once the last candidate is decided. The gateway closes feedback windows meanwhile (``WindowCloser``)."""
     pt, trainer = config.production.training, stack.trainer
     direct = False
-    while trainer.step_count < config.run.steps:
-        await asyncio.to_thread(close_due_windows, store, config.production.feedback, deployment=loop.deployment.name)
+    offered, waiting = sink.pending, False
+    while True:
         done, stable = sink.decided()
         if not done:
+            if not waiting:
+                console.print(f"waiting for the canary's decision on v{offered}")
+                waiting = True
             await asyncio.sleep(pt.poll_s)
             continue
-        rolled_back = trainer.policy_version
-        if await asyncio.to_thread(loop.settle, stable):
-            console.print(f"candidate v{rolled_back} rolled back; training goes on from v{stable}")
+        if offered is not None:
+            rolled_back = await asyncio.to_thread(loop.settle, stable)
+            verdict = f"rolled back; training goes on from v{stable}" if rolled_back else "promoted"
+            console.print(f"canary: v{offered} {verdict}")
+            offered, waiting = None, False
+        if trainer.step_count >= config.run.steps:
+            return
         t0 = time.perf_counter()
         step = await asyncio.to_thread(loop.train_once, config.run_dir)
         if step is None:
@@ -336,6 +344,8 @@ async def _loop(config: HarnessConfig, stack: Any, store: Store, loop: Productio
                               "as soon as it is trained[/]")
             direct = True
             await sink.publish_directly(trainer, step.version)
+        else:
+            offered = step.version
         console.print(f"update {trainer.step_count}/{config.run.steps}: v{step.version} on {len(step.sessions)} "
                       f"sessions (stale dropped {step.stale}) | outcome {m.get('reward/mean', float('nan')):.3f} | "
                       f"is_weight {m.get('is_weight_mean', 0):.3f} loss {m.get('loss', 0):.4f} | "

@@ -1,7 +1,8 @@
 """``harnessrl train`` with ``[run] source = "production"``, end to end: the loop serves a deployment through
 the production gateway (embedded SmolLM2), an application talks to it with its app key and rates its
 sessions, the gateway closes their windows, the loop takes one update and offers it to the canary, which
-then serves the new version beside the stable one to a share of new sessions."""
+serves the new version beside the stable one to a share of new sessions; rated sessions of both arms decide
+it (promoted), and the run ends."""
 
 from __future__ import annotations
 
@@ -17,10 +18,21 @@ import openai
 import pytest
 
 from harnessrl.config import HarnessConfig
+from harnessrl.production.canary import CANARY, STABLE, in_canary
 from harnessrl.production.train import train_production
 from harnessrl.store import open_store
 
 ADMIN = "admin-secret"
+
+
+def _running(store_url: str) -> bool:
+    store = open_store(store_url)
+    try:
+        return bool(store.canary_state("support").running)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - not created yet
+        return False
+    finally:
+        store.close()
 
 
 def _free_port() -> int:
@@ -41,7 +53,7 @@ def test_one_update_from_rated_sessions_becomes_a_canary_candidate(tmp_path: Pat
         "production": {
             "deployments": {"support": {}},
             "feedback": {"window_s": 15, "close_interval_s": 0.2, "missing": "drop"},
-            "canary": {"fraction": 0.5, "min_sessions": 1000, "evaluate_interval_s": 0.5},
+            "canary": {"fraction": 0.5, "min_sessions": 1, "evaluate_interval_s": 0.5},
             "training": {"min_sessions": 3, "poll_s": 0.2},
         },
         "training": {"lr": 1e-4, "device": "cpu", "lora": {"r": 4, "alpha": 8,
@@ -80,8 +92,23 @@ def test_one_update_from_rated_sessions_becomes_a_canary_candidate(tmp_path: Pat
             r = httpx.post(f"{url}/p/support/feedback", headers={"Authorization": f"Bearer {key}"},
                            json={"session_id": f"user-{i}", "name": "thumbs", "value": thumbs})
             assert r.status_code == 201, r.text
+    deadline = time.monotonic() + 600
+    while not _running(config.store_url):  # the update is offered to the canary
+        assert "error" not in result and time.monotonic() < deadline, result
+        time.sleep(0.5)
+    # the loop waits for the canary's decision: one rated session per arm decides it (min_sessions = 1)
+    served: dict[str, str] = {}
+    for arm, thumbs in ((CANARY, 1), (STABLE, 0)):
+        sid = next(f"{arm}-{n}" for n in range(1000) if in_canary("support", 1, f"{arm}-{n}", 0.5) == (arm == CANARY))
+        app = openai.OpenAI(base_url=f"{url}/p/support/s/{sid}/v1", api_key=key, max_retries=0, timeout=300)
+        app.chat.completions.create(model="policy", max_tokens=4, temperature=1.0,
+                                    messages=[{"role": "user", "content": "Hi"}])
+        served[arm] = sid
+        r = httpx.post(f"{url}/p/support/feedback", headers={"Authorization": f"Bearer {key}"},
+                       json={"session_id": sid, "name": "thumbs", "value": thumbs})
+        assert r.status_code == 201, r.text
     loop.join(timeout=600)
-    assert not loop.is_alive(), "the loop did not finish its one update"
+    assert not loop.is_alive(), "the loop did not end after its candidate was decided"
     assert "error" not in result, result.get("error")
 
     store = open_store(config.store_url)
@@ -91,9 +118,12 @@ def test_one_update_from_rated_sessions_becomes_a_canary_candidate(tmp_path: Pat
         assert version.version == 1 and version.metadata["sessions"] == 3
         assert {store.get_session_window("support", f"user-{i}").trained_version  # type: ignore[attr-defined]
                 for i in range(3)} == {1}
-        state = store.canary_state("support")  # type: ignore[attr-defined]
-        assert state.running and state.candidate_version == 1, state  # offered, never served to everyone
-        [start] = [d for d in store.canary_decisions("support") if d.action == "start"]  # type: ignore[attr-defined]
-        assert start.candidate_version == 1
+        actions = [(d.action, d.candidate_version) for d in store.canary_decisions("support")  # type: ignore[attr-defined]
+                   if d.action != "hold"]
+        assert actions == [("start", 1), ("promote", 1)]  # offered first, served to everyone once promoted
+        assert store.canary_state("support").stable_version == 1  # type: ignore[attr-defined]
+        for arm, version in ((CANARY, 1), (STABLE, 0)):  # what served each arm's session
+            session = store.get_session("support", served[arm])  # type: ignore[attr-defined]
+            assert (session.arm, session.policy_version) == (arm, version)
     finally:
         store.close()

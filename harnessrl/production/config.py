@@ -91,6 +91,8 @@ class ProductionTrainingConfig(BaseModel):
                                                  "its canary's decision.")
     tis_cap: float = Field(2.0, gt=0, description="Truncation of the importance weights p_trainer/p_behaviour "
                                                   "(used when [training] tis_cap is not set).")
+    invert_feedback: bool = Field(False, description="Train against the feedback (advantages negated): a "
+                                  "deliberately worse candidate, to drill the canary's rollback (examples/production).")
 
 
 class ProductionConfig(BaseModel):

@@ -66,7 +66,7 @@ def task_key(calls: Sequence[Call]) -> str | None:
 
 def production_batch(store: Store, sessions: Sequence[SessionWindow], config: TrainingConfig,
                      baseline: RunningMean, group_by: str = "none",
-                     trainer_version: int | None = None) -> TrainBatch:
+                     trainer_version: int | None = None, invert: bool = False) -> TrainBatch:
     """Samples of the sessions' rollouts with their advantages (``baseline`` is read, not updated)."""
     counts: Counter[str] = Counter()
     built: dict[str, tuple[str, list[Any]]] = {}
@@ -90,6 +90,8 @@ def production_batch(store: Store, sessions: Sequence[SessionWindow], config: Tr
         if trainer_version is not None:
             counts["sessions.staleness_max"] = max(counts["sessions.staleness_max"], trainer_version - s.policy_version)
     advantages = session_advantages(outcomes, baseline, groups if group_by == "task" else None)
+    if invert:  # a deliberately worse update ([production.training] invert_feedback): away from what users liked
+        advantages = {k: -a for k, a in advantages.items()}
     if group_by == "task":
         counts["groups.trained"] = sum(1 for n in Counter(groups[s] for s in built).values() if n >= 2)
     batch = TrainBatch(samples=[], counts=counts)
@@ -162,7 +164,7 @@ class ProductionTrainer:
             return None
         trainer, name = self.trainer, self.deployment.name
         batch = production_batch(self.store, sessions, trainer.config, self.baseline, self.training.group_by,
-                                 trainer.policy_version)
+                                 trainer.policy_version, invert=self.training.invert_feedback)
         stale, self.stale_pending = self.stale_pending, 0
         batch.counts["sessions.stale_dropped"] += stale
         batch.counts["baseline.mean"] = self.baseline.baseline(list(batch.rewards.values()))  # type: ignore[assignment]

@@ -110,7 +110,16 @@ class LiveSession:
     derived: bool
     last_call_at: float
     closes_at: float
+    arm: str
+    version: int  # the version its arm was assigned (``sessions.policy_version``)
+    epoch: int  # the arm plan's epoch when what serves it was last asked
     pending: int = 0  # calls answered since the last flush
+
+
+def _serve(state: RolloutState, a: Assignment) -> None:
+    """Calls of the session go to its arm's engine model, stamped with its version (None: the gateway's)."""
+    state.engine_model = a.engine_model
+    state.version = a.version if a.engine_model is not None else None
 
 
 class SessionTable:
@@ -162,6 +171,9 @@ class SessionTable:
         live = self._live.get(k)
         if live is not None:
             if not self._over(live.state.closed, live.last_call_at, live.closes_at, derived):
+                if live.epoch != self.arms.epoch(deployment):  # a canary started, was promoted or rolled back
+                    live.epoch = self.arms.epoch(deployment)
+                    _serve(live.state, await asyncio.to_thread(self.arms.resumed, deployment, live.arm, live.version))
                 return live
             self._evict(k)
         fut = self._opening.get(k)
@@ -182,6 +194,7 @@ class SessionTable:
 
     async def _open(self, deployment: str, session_id: str, key_id: str, derived: bool,
                     fraction: float) -> LiveSession | None:
+        epoch = self.arms.epoch(deployment)
         session, assignment, created = await asyncio.to_thread(self._open_sync, deployment, session_id, key_id,
                                                                fraction)
         if not created and (session.outcome_status != OPEN or self._over(False, session.last_call_at,
@@ -196,12 +209,12 @@ class SessionTable:
             state = await self._registry.load(session.rollout_id)
             if state.closed:
                 return None
-        if assignment.engine_model is not None:
-            state.engine_model, state.version = assignment.engine_model, assignment.version
+        _serve(state, assignment)
         if created:
             self.opened += 1
             self.recorded += session.recorded
-        live = LiveSession(deployment, session_id, state, derived, session.last_call_at, session.feedback_closes_at)
+        live = LiveSession(deployment, session_id, state, derived, session.last_call_at, session.feedback_closes_at,
+                           session.arm, session.policy_version, epoch)
         if len(self._live) >= MAX_CACHED:
             self._evict(next(iter(self._live)))
         self._live[(deployment, session_id)] = live

@@ -61,6 +61,7 @@ class Population:
     late_fraction: float = 0.05  # ratings that arrive after the window closed (410 expected)
     up_base: float = 0.15
     up_slope: float = 0.8
+    signal: str = "thumbs"  # "thumbs": 1/0, noisy as above; "resolved": the verifier's score itself (no noise)
     delay_min_s: float = 1.0
     delay_max_s: float = 6.0
     window_s: float = 10.0  # the gateway's [production.feedback] window_s (for late ratings)
@@ -187,12 +188,18 @@ class Users:
         pop = self.pop
         assert record.correct is not None
         value = 1.0 if rng.random() < min(1.0, pop.up_base + pop.up_slope * record.correct) else 0.0
+        if pop.signal == "resolved":  # a business outcome that is exactly the answer's worth
+            value = record.correct
         late = rng.random() < pop.late_fraction
         delay = pop.window_s + rng.uniform(1.0, 3.0) if late else rng.uniform(pop.delay_min_s, pop.delay_max_s)
         await asyncio.sleep(delay)
-        resp = await http.post(f"{pop.gateway.rstrip('/')}/p/{pop.deployment}/feedback",
-                               headers={"Authorization": f"Bearer {pop.key}"},
-                               json={"session_id": record.session_id, "name": "thumbs", "value": value})
+        try:
+            resp = await http.post(f"{pop.gateway.rstrip('/')}/p/{pop.deployment}/feedback",
+                                   headers={"Authorization": f"Bearer {pop.key}"},
+                                   json={"session_id": record.session_id, "name": pop.signal, "value": value})
+        except httpx.HTTPError as exc:  # the gateway went away (the end of a simulation phase)
+            record.extra["feedback_error"] = f"{type(exc).__name__}: {exc}"
+            return
         record.feedback, record.feedback_status, record.feedback_s = value, resp.status_code, self.now()
         if resp.status_code >= 400:
             record.extra["feedback_error"] = resp.text[:300]
@@ -262,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--users", type=int, default=40)
     p.add_argument("--silent", type=float, default=0.2, help="fraction of users who never rate")
     p.add_argument("--late", type=float, default=0.05, help="fraction of ratings sent after the window")
+    p.add_argument("--signal", choices=["thumbs", "resolved"], default="thumbs",
+                   help="thumbs: 1/0, up with probability 0.15 + 0.8 * correct; resolved: the verifier's score")
     p.add_argument("--delay", type=float, nargs=2, default=[1.0, 6.0], metavar=("MIN", "MAX"))
     p.add_argument("--window", type=float, default=10.0, help="the gateway's feedback window_s")
     p.add_argument("--bucket", type=float, default=60.0, help="seconds per row of the summary")
@@ -273,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     pop = Population(args.gateway, args.deployment, args.key, load_tasks(args.tasks), sessions=args.sessions,
                      duration_s=args.duration, rate=args.rate, concurrency=args.concurrency, users=args.users,
                      silent_fraction=args.silent, late_fraction=args.late, delay_min_s=args.delay[0],
-                     delay_max_s=args.delay[1], window_s=args.window, seed=args.seed)
+                     delay_max_s=args.delay[1], window_s=args.window, seed=args.seed, signal=args.signal)
 
     def show(r: SessionRecord) -> None:
         print(f"{r.started_s:7.1f}s {r.session_id} {r.task_id} correct={fmt(r.correct)} "

@@ -1,6 +1,7 @@
 """The canary on vLLM's runtime LoRA API (a fake vLLM over loopback that 404s any model it does not
 serve): the candidate is hot-loaded under its own name beside the base, canary sessions' calls go to that
-name and stable ones to the base, and a rolled-back candidate is unloaded."""
+name and stable ones to the base, and a rolled-back candidate is unloaded (a canary session still going on
+is served by the base from its next call)."""
 
 from __future__ import annotations
 
@@ -41,14 +42,17 @@ def test_candidate_hot_loaded_routed_and_unloaded(store: Store, tmp_path: Path) 
         assert vllm.adapters == {"app-v1": str(folder)}
         assert vllm.lora_calls[0] == ("load_lora_adapter", {"lora_name": "app-v1", "lora_path": str(folder),
                                                             "version": 1})
+        def talk(sid: str) -> None:
+            r = httpx.post(f"{gw.url}/p/app/s/{sid}/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
+                           json={"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]}, timeout=60)
+            assert r.status_code == 200, r.text
+
         sids = [f"s{i}" for i in range(8)]
         arms = {s: "canary" if in_canary("app", 1, s, RULE.fraction) else "stable" for s in sids}
         assert set(arms.values()) == {"canary", "stable"}
         for sid in sids:
             vllm.engine.requests.clear()
-            r = httpx.post(f"{gw.url}/p/app/s/{sid}/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
-                           json={"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]}, timeout=60)
-            assert r.status_code == 200, r.text
+            talk(sid)
             (sent,) = vllm.engine.requests
             assert sent["model"] == ("app-v1" if arms[sid] == "canary" else "base"), sid
             s = store.get_session("app", sid)
@@ -60,13 +64,18 @@ def test_candidate_hot_loaded_routed_and_unloaded(store: Store, tmp_path: Path) 
             assert httpx.post(f"{gw.url}/p/app/feedback", headers={"Authorization": f"Bearer {key}"},
                               json={"session_id": sid, "name": "thumbs", "value": value}).status_code == 201
         close_due_windows(store, FEEDBACK, now=time.time() + 61, deployment="app")
+        live = next(f"live{i}" for i in range(100) if in_canary("app", 1, f"live{i}", RULE.fraction))
+        talk(live)  # a canary session still going on when the candidate is rolled back
+        assert vllm.engine.requests[-1]["model"] == "app-v1"
         r = admin.post("/admin/deployments/app/canary/evaluate")
         assert r.json()["decision"]["action"] == "rollback", r.text
         assert vllm.adapters == {} and vllm.lora_calls[-1] == ("unload_lora_adapter", {"lora_name": "app-v1"})
-        vllm.engine.requests.clear()
-        r = httpx.post(f"{gw.url}/p/app/s/new/v1/chat/completions", headers={"Authorization": f"Bearer {key}"},
-                       json={"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]}, timeout=60)
-        assert r.status_code == 200 and vllm.engine.requests[0]["model"] == "base"
+        for sid in ("new", live):  # a new session, and the live canary one: both on the base now
+            vllm.engine.requests.clear()
+            talk(sid)
+            assert vllm.engine.requests[0]["model"] == "base", sid
+        calls = store.get_calls(store.get_session("app", live).rollout_id)
+        assert [c.policy_version for c in calls] == [1, 0]  # each call recorded with the version serving it
     finally:
         admin.close()
         gw.stop()

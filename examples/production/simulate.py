@@ -94,13 +94,14 @@ class Serving:
 
     def stop(self, timeout_s: float = 60.0) -> int:
         """Interrupt the process group (the run resumes from its store and checkpoints)."""
-        if self.alive():
-            os.killpg(self.proc.pid, signal.SIGINT)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            if not self.alive():
+                break
+            os.killpg(self.proc.pid, sig)
             try:
-                self.proc.wait(timeout_s)
+                self.proc.wait(timeout_s / 2)
             except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
+                continue
         return self.proc.returncode
 
 

@@ -168,6 +168,9 @@ class Users:
                 proc.kill()
                 await proc.wait()
                 err = b"timed out"
+            except asyncio.CancelledError:  # the simulation is stopping: no app outlives it
+                proc.kill()
+                raise
             record.exit_code = proc.returncode
             record.answered_s = self.now()
             answer = Path(work, "answer.txt")
@@ -226,7 +229,7 @@ def summarize(records: list[SessionRecord], bucket_s: float) -> str:
     for b in sorted(buckets):
         rs = buckets[b]
         served = [r for r in rs if r.correct is not None]
-        rated = [r.feedback for r in served if r.feedback is not None and r.feedback_status == 200]
+        rated = [r.feedback for r in served if r.feedback is not None and r.feedback_status is not None and r.feedback_status < 300]
         per_version: dict[int, list[float]] = defaultdict(list)
         for r in served:
             if r.version is not None and r.correct is not None:

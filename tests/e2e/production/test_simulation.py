@@ -1,0 +1,100 @@
+"""Production mode end to end on PostgreSQL: a small run of examples/production/simulate.py.
+
+Real parts throughout: `harnessrl train` with `[run] source = "production"` as its own process (gateway in
+production mode, embedded SmolLM2-135M, the off-policy loop), the unmodified demo agent as the app (one
+subprocess per session, configured only by OPENAI_BASE_URL / OPENAI_API_KEY), the demo verifier judging
+its answers, and simulated users posting delayed feedback over HTTP. Two phases on one store:
+
+- learn: one off-policy update from rated sessions, offered as a canary candidate and decided by the rule;
+- sabotage: the run restarted for one more update trained against the feedback (`invert_feedback`), at a
+  high learning rate: a worse candidate, which the canary must roll back by itself.
+
+The users' signal here is `resolved` (the verifier's score of the served answer, so the canary's evidence
+is the served reward itself): with thumbs' noise the few sessions a CI-sized run affords would not decide.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+POSTGRES_ENV = "HARNESSRL_TEST_POSTGRES_URL"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def pg_url():
+    base = os.environ.get(POSTGRES_ENV)
+    if not base:
+        pytest.skip(f"no PostgreSQL server: set {POSTGRES_ENV} (eval \"$(bash scripts/postgres.sh)\")")
+    psycopg = pytest.importorskip("psycopg")
+    schema = f"production_sim_{uuid.uuid4().hex[:12]}"
+    yield f"{base}{'&' if '?' in base else '?'}schema={schema}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def simulate():
+    spec = importlib.util.spec_from_file_location("production_simulate", ROOT / "examples/production/simulate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_canary_promotes_then_rolls_back_a_worse_version(pg_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "sim.json"
+    code = simulate().main([
+        "--run-dir", str(tmp_path / "run"), "--db", pg_url, "--steps", "1", "--phases", "learn,sabotage",
+        "--tasks", "8", "--signal", "resolved", "--rate", "1.0", "--concurrency", "6", "--delay", "1", "4",
+        "--seed", "0", "--sabotage-lr", "0.02", "--quiet", "--max-phase-s", "1500", "--out", str(out),
+        "--set", "production.feedback.window_s=60",
+        "--set", "production.training.min_sessions=16",
+        "--set", "production.canary.min_sessions=10",
+        "--set", "production.canary.fraction=0.5",
+        "--set", "training.lr=0.003",
+        "--set", "gateway.pinned_sampling={temperature = 0.7}",
+    ])
+    assert code == 0
+    result = json.loads(out.read_text())
+
+    # An app key opens its own deployment only: not a training rollout's routes, the admin API, or another
+    # deployment.
+    scope = result["key_scope"]
+    assert scope["/p/support/v1/models (its own)"] == 200, scope
+    assert scope["/r/<rollout>/v1/chat/completions"] in (401, 403), scope
+    assert scope["/r/<rollout>/reward"] in (401, 403), scope
+    assert scope["/admin/deployments"] in (401, 403), scope
+    assert scope["/p/simulation-other/v1/chat/completions"] == 403, scope
+
+    learn, sabotage = result["phases"]
+    assert learn["exit_code"] == 0 and sabotage["exit_code"] == 0, (learn["exit_code"], sabotage["exit_code"])
+    decisions = result["decisions"]
+    final = [(d["action"], d["candidate_version"]) for d in decisions if d["action"] != "hold"]
+    # Every decision is recorded with its evidence: v1 started and promoted, v2 started and rolled back.
+    assert final == [("start", 1), ("promote", 1), ("start", 2), ("rollback", 2)], final
+    for d in decisions:
+        assert d["reason"] and isinstance(d["stats"], dict), d
+    rollback = next(d for d in decisions if d["action"] == "rollback")
+    assert "trails by" in rollback["reason"], rollback
+
+    def served(records: list[dict], version: int) -> list[float]:
+        return [r["correct"] for r in records if r["version"] == version and r["correct"] is not None]
+
+    records = learn["records"] + sabotage["records"]
+    v0, v1, v2 = served(records, 0), served(records, 1), served(records, 2)
+    assert len(v0) >= 10 and len(v1) >= 10 and len(v2) >= 10, (len(v0), len(v1), len(v2))
+    mean = {v: sum(xs) / len(xs) for v, xs in ((0, v0), (1, v1), (2, v2))}
+    # Served-traffic reward does not fall with the promoted version (the rule's own tolerance), and the
+    # rolled-back version was worse than the one it tried to replace.
+    assert mean[1] >= mean[0] - 0.05, mean
+    assert mean[2] < mean[1], mean

@@ -319,8 +319,9 @@ class Store(abc.ABC):
 
     # -- canary decisions (``canary.py``) -------------------------------------------------------------
     @abc.abstractmethod
-    def add_canary_decision(self, decision: CanaryDecision) -> CanaryDecision:
-        """Record a deployment's canary decision, numbered after its last one."""
+    def add_canary_decision(self, decision: CanaryDecision, expected_index: int | None = None) -> CanaryDecision:
+        """Record a deployment's canary decision, numbered after its last one (``expected_index``: refuse
+        with ``CanaryConflict`` when another writer recorded one since)."""
 
     @abc.abstractmethod
     def canary_decisions(self, deployment: str, limit: int | None = None) -> list[CanaryDecision]:

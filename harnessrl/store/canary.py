@@ -90,6 +90,10 @@ class ArmStats:
                 "mean": self.mean}
 
 
+class CanaryConflict(RuntimeError):
+    """Another gateway recorded a decision for the deployment since this one read its state: read it again."""
+
+
 def _decision(r: RowLike) -> CanaryDecision:
     return CanaryDecision(r["deployment"], r["action"], r["stable_version"], r["candidate_version"],
                           r["fraction"], orjson.loads(r["stats"]), r["reason"], r["created_at"],
@@ -127,8 +131,11 @@ class CanaryMixin:
         def _text(self, value: str | None) -> str | None: ...
         def _one(self, conn: Any, sql: str, args: Sequence[Any], what: str) -> RowLike: ...
 
-    def add_canary_decision(self, decision: CanaryDecision) -> CanaryDecision:
-        """Record one decision, numbered after the deployment's last one; returns it numbered and timed."""
+    def add_canary_decision(self, decision: CanaryDecision, expected_index: int | None = None) -> CanaryDecision:
+        """Record one decision, numbered after the deployment's last one; returns it numbered and timed.
+
+        ``expected_index``: the index the caller's view says comes next; when another writer (a second
+        gateway on the same database) recorded one since, ``CanaryConflict`` and nothing is written."""
         if decision.action not in ACTIONS:
             raise ValueError(f"canary action {decision.action!r} is not one of {ACTIONS}")
         p = self.P
@@ -137,6 +144,9 @@ class CanaryMixin:
                       f"deployment {decision.deployment!r}")
             sql = f"SELECT COALESCE(MAX(decision_index) + 1, 0) AS n FROM canary_decisions WHERE deployment = {p}"
             index = int(self._one(conn, sql, (decision.deployment,), "the next decision index")["n"])
+            if expected_index is not None and index != expected_index:
+                raise CanaryConflict(f"deployment {decision.deployment!r} has a canary decision newer than this "
+                                     f"gateway's view (next index {index}, expected {expected_index})")
             row = CanaryDecision(decision.deployment, decision.action, decision.stable_version,
                                  decision.candidate_version, float(decision.fraction), decision.stats,
                                  decision.reason, time.time(), index)  # fmt: skip

@@ -120,3 +120,14 @@ def test_arm_stats_count_decided_sessions_since_a_time(store: Store) -> None:
     assert (c.sessions, c.decided, c.mean) == (2, 1, 1.0)
     assert store.arm_stats("a", t0 + 1000) == []
     assert stats["canary", 9].as_dict() == {"arm": "canary", "version": 9, "sessions": 1, "decided": 1, "mean": 0.0}
+
+
+def test_expected_index_refuses_a_stale_writer(store: Store) -> None:
+    from harnessrl.store.canary import CanaryConflict
+
+    _deployment(store, "a")
+    assert store.add_canary_decision(_decision("a", "start", 0, 1), expected_index=0).index == 0
+    store.add_canary_decision(_decision("a", "promote", 0, 1), expected_index=1)  # gateway one decides
+    with pytest.raises(CanaryConflict, match="next index 2, expected 1"):  # gateway two still saw index 0
+        store.add_canary_decision(_decision("a", "promote", 0, 1), expected_index=1)
+    assert [d.action for d in store.canary_decisions("a")] == ["start", "promote"]

@@ -22,12 +22,12 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from harnessrl.production.config import CanaryConfig
-from harnessrl.store.canary import ArmStats, CanaryDecision, CanaryState
+from harnessrl.store.canary import ArmStats, CanaryConflict, CanaryDecision, CanaryState
 
 if TYPE_CHECKING:
     from harnessrl.store.base import Store
@@ -194,7 +194,7 @@ class Canary:
         self.loader = loader
         self.default_version = default_version
         self._states: dict[str, CanaryState] = {}
-        self._loaded: set[str] = set()  # engine model names loaded by this process
+        self._loaded: dict[str, str] = {}  # engine model names loaded by this process -> their deployment
         #: Per deployment, how many times what serves its arms changed in this process: a live session
         #: pinned at an older epoch asks ``serving`` again (its candidate may be gone).
         self.epochs: dict[str, int] = {}
@@ -228,7 +228,7 @@ class Canary:
             if name not in self._loaded:
                 try:
                     self.loader.load(name, version, Weights(path))
-                    self._loaded.add(name)
+                    self._loaded[name] = deployment
                 except Exception as exc:  # noqa: BLE001 - serve the rest; the operator sees the log
                     log.error("deployment %s: cannot load %s version %d from %s again: %s", deployment, arm,
                               version, path, exc)
@@ -277,7 +277,7 @@ class Canary:
         if not 0.0 < fraction < 1.0:
             raise CanaryError(f"fraction must be in (0, 1), got {fraction}")
         with self._lock:
-            st = self.state(deployment)
+            st = self._sync(deployment)
             stable = self.stable_version(deployment)
             if version <= stable:
                 raise CanaryError(f"candidate version {version} must be newer than the stable version {stable} "
@@ -285,9 +285,9 @@ class Canary:
             if st.running:
                 if st.candidate_version == version:
                     raise CanaryError(f"version {version} is already the canary of {deployment!r}")
-                self._record(deployment, "rollback", st, self._evidence(deployment, st),
-                             f"replaced by candidate version {version} before a decision")
-                st = self._apply_rollback(deployment, st)
+                replaced = self._record(deployment, "rollback", st, self._evidence(deployment, st),
+                                        f"replaced by candidate version {version} before a decision")
+                st = self._apply_rollback(deployment, st, replaced)
             name = engine_model or adapter_name(deployment, version)
             if engine_model is None:
                 if self.loader is None:
@@ -300,10 +300,10 @@ class Canary:
                     log.warning("deployment %s: candidate version %d has no adapter folder; a restarted "
                                 "gateway cannot serve it again", deployment, version)
                 self.loader.load(name, version, weights)
-                self._loaded.add(name)
+                self._loaded[name] = deployment
             w: dict[str, Any] = {"stable": st.weights.get("stable"), "stable_model": st.weights.get("stable_model"),
                                  "candidate": weights.path if weights else None, "candidate_model": name}
-            started = CanaryState(stable, version, fraction, None, w, None)
+            started = CanaryState(stable, version, fraction, None, w, st.last)
             decision = self._record(deployment, "start", started, {"arms": []},
                                     f"version {version} serves {fraction:g} of new sessions beside stable "
                                     f"version {stable}")
@@ -331,7 +331,7 @@ class Canary:
         """Compare the arms and act (promote, roll back) or hold; None when no canary runs or no outcome
         was decided since the last hold (an unchanged hold is not recorded again)."""
         with self._lock:
-            st = self.state(deployment)
+            st = self._sync(deployment)
             if not st.running:
                 return None
             evidence = self._evidence(deployment, st)
@@ -340,14 +340,17 @@ class Canary:
             if verdict.action == "hold" and st.last is not None and st.last.action == "hold" \
                     and _decided(st.last.stats) == _decided(evidence):
                 return None  # no outcome decided since the last hold: nothing new to record
-            decision = self._record(deployment, verdict.action, st, evidence, verdict.reason)
+            try:
+                decision = self._record(deployment, verdict.action, st, evidence, verdict.reason)
+            except CanaryConflict:  # another gateway on this database decided first: follow it
+                self._sync(deployment)
+                return None
             if verdict.action == "promote":
-                self._apply_promote(deployment, st)
+                self._apply_promote(deployment, st, decision)
             elif verdict.action == "rollback":
-                self._apply_rollback(deployment, st)
+                self._apply_rollback(deployment, st, decision)
             else:
-                self._states[deployment] = CanaryState(st.stable_version, st.candidate_version, st.fraction,
-                                                       st.started_at, st.weights, decision)
+                self._states[deployment] = replace(st, last=decision)
             log.info("deployment %s: canary %s (%s)", deployment, verdict.action, verdict.reason)
             return decision
 
@@ -370,24 +373,45 @@ class Canary:
 
     def _record(self, deployment: str, action: str, st: CanaryState, evidence: dict[str, Any],
                 reason: str) -> CanaryDecision:
+        """Store a decision after ``st.last`` (``CanaryConflict`` when another gateway wrote one since)."""
         stable = st.stable_version if st.stable_version is not None else self.default_version()
         return self.store.add_canary_decision(CanaryDecision(
             deployment, action, stable, st.candidate_version, st.fraction, {**evidence, "weights": st.weights},
-            reason))
+            reason), expected_index=0 if st.last is None else st.last.index + 1)
 
-    def _apply_promote(self, deployment: str, st: CanaryState) -> CanaryState:
+    def _sync(self, deployment: str) -> CanaryState:
+        """The stored state, adopted when another gateway on the same database decided since this one last
+        looked: load what it serves, drop what it no longer serves."""
+        cached = self.state(deployment)
+        fresh = self.store.canary_state(deployment)
+        if _index(fresh) == _index(cached):
+            return cached
+        if _serving(fresh) == _serving(cached):  # another gateway's hold
+            st = self._states[deployment] = replace(cached, last=fresh.last)
+            return st
+        self._restore(deployment, fresh)
+        keep = {self._model(STABLE, fresh), self._model(CANARY, fresh) if fresh.running else None}
+        for name in [n for n, d in self._loaded.items() if d == deployment and n not in keep]:
+            self._drop(name)
+        self._states[deployment] = fresh
+        self._bump(deployment)
+        log.info("deployment %s: following a canary decision of another gateway (%s)", deployment,
+                 fresh.last.action if fresh.last else "none")
+        return fresh
+
+    def _apply_promote(self, deployment: str, st: CanaryState, decision: CanaryDecision) -> CanaryState:
         old = self._model(STABLE, st)
         w = {"stable": st.weights.get("candidate"), "stable_model": st.weights.get("candidate_model")}
-        new = self._states[deployment] = CanaryState(st.candidate_version, None, 0.0, None, w, None)
+        new = self._states[deployment] = CanaryState(st.candidate_version, None, 0.0, None, w, decision)
         self._bump(deployment)
         if old is not None and old in self._loaded:
             self._drop(old)
         return new
 
-    def _apply_rollback(self, deployment: str, st: CanaryState) -> CanaryState:
+    def _apply_rollback(self, deployment: str, st: CanaryState, decision: CanaryDecision) -> CanaryState:
         new = self._states[deployment] = CanaryState(
             st.stable_version, None, 0.0, None,
-            {"stable": st.weights.get("stable"), "stable_model": st.weights.get("stable_model")}, None)
+            {"stable": st.weights.get("stable"), "stable_model": st.weights.get("stable_model")}, decision)
         self._bump(deployment)
         name = self._model(CANARY, st)
         if name in self._loaded:
@@ -398,7 +422,7 @@ class Canary:
         self.epochs[deployment] = self.epochs.get(deployment, 0) + 1
 
     def _drop(self, name: str) -> None:
-        self._loaded.discard(name)
+        self._loaded.pop(name, None)
         if self.loader is not None:
             try:
                 self.loader.drop(name)
@@ -433,6 +457,15 @@ class Canary:
                 lines += [f"harnessrl_canary_version{{{label}}} {a.version}",
                           f"harnessrl_canary_fraction{{{label}}} {a.fraction:g}"]
         return lines
+
+
+def _index(st: CanaryState) -> int:
+    return -1 if st.last is None else st.last.index
+
+
+def _serving(st: CanaryState) -> tuple[Any, ...]:
+    """What a state serves (two states alike here route every session alike)."""
+    return (st.stable_version, st.candidate_version, st.fraction, st.started_at, sorted(st.weights.items()))
 
 
 def _decided(evidence: dict[str, Any]) -> list[tuple[str, int, int, float | None]]:

@@ -275,3 +275,30 @@ def test_epoch_moves_with_every_change_of_what_serves(store: Store, dep: str) ->
     _sessions(store, dep, CANARY, 1, [1.0] * 3)
     plan.canary.evaluate(dep)  # promote
     assert plan.epoch(dep) == 2 and plan.epoch("other") == 0
+
+
+def test_two_gateways_on_one_database_follow_each_others_decisions(store: Store, dep: str) -> None:
+    one_loader, two_loader = Loader(), Loader()
+    one, two = Canary(store, RULE, one_loader), Canary(store, RULE, two_loader)
+    assert two.arms(dep)[0].version == 0  # two has read (and cached) the state before one starts a canary
+    one.start(dep, 1, Weights("/ckpt/v1"))
+    assert two.evaluate(dep) is not None  # two follows the start (loads the candidate), then holds
+    assert two_loader.loaded == {"app-v1": (1, "/ckpt/v1")}
+    assert [a.version for a in two.arms(dep)] == [0, 1]
+    assert [two.assign(dep, f"s{i}").arm for i in range(50)] == [one.assign(dep, f"s{i}").arm for i in range(50)]
+    _sessions(store, dep, STABLE, 0, [0.0] * 3)
+    _sessions(store, dep, CANARY, 1, [1.0] * 3)
+    # a race: two decides while one is between reading the store and writing its own decision
+    real = one._evidence
+
+    def racing(deployment: str, st: object) -> dict:
+        evidence = real(deployment, st)  # type: ignore[arg-type]
+        assert two.evaluate(deployment).action == "promote"  # type: ignore[union-attr]
+        return evidence
+
+    one._evidence = racing  # type: ignore[method-assign]
+    assert one.evaluate(dep) is None  # its promote is refused (CanaryConflict): it follows two's instead
+    assert [a.version for a in one.arms(dep)] == [1] == [a.version for a in two.arms(dep)]
+    assert [d.action for d in store.canary_decisions(dep)] == ["start", "hold", "promote"]
+    assert one_loader.loaded == two_loader.loaded == {"app-v1": (1, "/ckpt/v1")}
+    assert one.epochs[dep] == 2  # its start, the promote it followed (two's hold changed nothing served)

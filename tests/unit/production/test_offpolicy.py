@@ -124,6 +124,9 @@ def test_batch_from_sessions_carries_outcome_advantage_and_behaviour(store: Stor
     assert batch.rewards == {ra: 1.0, rb: 0.0, rc: 1.0}
     assert batch.advantages == pytest.approx({ra: 0.5, rb: -0.5, rc: 0.75})  # a, b: one task; c: running mean
     assert batch.counts["groups.trained"] == 1 and batch.counts["sessions.trained"] == 3
+    inverted = production_batch(store, sessions, TrainingConfig(), rm, "task", invert=True)
+    assert inverted.advantages == pytest.approx({ra: -0.5, rb: 0.5, rc: -0.75})  # invert_feedback: worse on purpose
+    assert inverted.rewards == batch.rewards
     assert batch.counts["sessions.staleness_max"] == 2 and batch.counts["calls.merged"] == 3
     for s in batch.samples:  # both calls merged into one sample with the recorded logprobs
         assert s.advantage == batch.advantages[s.rollout_id]

@@ -63,7 +63,7 @@ class ProductionApi:
         self.sessions = SessionTable(self.store, gateway.registry, self.arms, config, forget=gateway.pool.forget)
         self._header = config.session_header.lower().encode("latin-1")
         gateway.add_background(self.sessions.flush, FLUSH_INTERVAL_S, final=True)
-        self.windows = WindowCloser(self.store, config.feedback)
+        self.windows = WindowCloser(self.store, config.feedback, busy=self.sessions.busy)
         gateway.add_background(self.close_windows, config.feedback.close_interval_s)
         gateway.add_background(self.arms.evaluate, config.canary.evaluate_interval_s)
 
@@ -101,7 +101,12 @@ class ProductionApi:
                                            record_fraction=self.deployments.record_fraction(dep.name, cfg))
         except GatewayError as exc:
             return error_response(exc, api)
-        answer = await self.gw.calls.serve(request, api, live.state, body, t0)
+        live.serving += 1  # until the answer is sent: the session's window stays open meanwhile
+        try:
+            answer = await self.gw.calls.serve(request, api, live.state, body, t0)
+        except BaseException:
+            live.serving -= 1
+            raise
         return _SessionAnswer(answer, self._header, live, self.sessions)
 
     async def _authorize(self, request: Request) -> tuple[AppKey, Any]:
@@ -188,7 +193,10 @@ class _SessionAnswer:
                 message = {**message, "headers": [*message.get("headers", ()), (self.header, value)]}
             await send(message)
 
-        await self.app(scope, receive, send_with_session)
+        try:
+            await self.app(scope, receive, send_with_session)
+        finally:
+            self.live.serving -= 1
 
 
 def _version_loader(gateway: Gateway) -> Any:

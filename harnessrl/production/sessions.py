@@ -114,6 +114,7 @@ class LiveSession:
     version: int  # the version its arm was assigned (``sessions.policy_version``)
     epoch: int  # the arm plan's epoch when what serves it was last asked
     pending: int = 0  # calls answered since the last flush
+    serving: int = 0  # calls being served now: its window does not close under them (``busy``)
 
 
 def _serve(state: RolloutState, a: Assignment) -> None:
@@ -241,6 +242,11 @@ class SessionTable:
         return closed or now >= closes_at or (derived and now - last_call_at > self._config.session_idle_s)
 
     # -- counting calls -------------------------------------------------------------------------------
+    def busy(self, deployment: str, session_id: str) -> bool:
+        """Whether a call of the session is being served (``windows.py`` leaves its window open)."""
+        live = self._live.get((deployment, session_id))
+        return live is not None and live.serving > 0
+
     def touch(self, live: LiveSession) -> None:
         """A call of ``live`` was answered: its window now ends ``window_s`` from now (written by ``flush``)."""
         now = time.time()

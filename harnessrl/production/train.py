@@ -260,11 +260,25 @@ class CandidateSink:
         await self.client.aclose()
 
 
-async def train_production(config: HarnessConfig, console: Console | None = None) -> Any:
+@dataclass
+class ProductionSummary:
+    """What a production run did: its updates and what the canary decided about each (``harnessrl train``
+    prints ``held_out_line``)."""
+
+    run_id: str
+    deployment: str
+    steps: int
+    verdicts: list[str]
+
+    def held_out_line(self) -> str:
+        return (f"deployment {self.deployment}: {self.steps} updates; canary: "
+                f"{', '.join(self.verdicts) or 'no candidate decided in this run'}")
+
+
+async def train_production(config: HarnessConfig, console: Console | None = None) -> ProductionSummary:
     """``harnessrl train`` with ``[run] source = "production"``: serve, wait for closed windows, train
-    ``[run] steps`` updates, each through the canary. Returns the run's ``TrainSummary``."""
+    ``[run] steps`` updates, each through the canary."""
     from harnessrl.memory import tune_allocator
-    from harnessrl.run import TrainSummary
     from harnessrl.stack import Stack
     from harnessrl.store import open_store
 
@@ -299,8 +313,8 @@ async def train_production(config: HarnessConfig, console: Console | None = None
                 loop.settle(state.stable_version)  # the latest update was rolled back while we were away
             console.print(f"[bold]harnessrl train[/] (production) deployment {name}: gateway {stack.gateway_url}"
                           f"/p/{name}/v1; {stack.trainer.step_count} of {config.run.steps} updates done")
-            await _loop(config, stack, store, loop, sink, console)
-            return TrainSummary(loop.deployment.run_id, config.run.steps, None, None)
+            verdicts = await _loop(config, stack, store, loop, sink, console)
+            return ProductionSummary(loop.deployment.run_id, name, stack.trainer.step_count, verdicts)
         except BaseException:
             stack.close(failed=True)
             raise
@@ -313,12 +327,13 @@ async def train_production(config: HarnessConfig, console: Console | None = None
 
 
 async def _loop(config: HarnessConfig, stack: Any, store: Store, loop: ProductionTrainer, sink: CandidateSink,
-                console: Console) -> None:
+                console: Console) -> list[str]:
     """Updates until ``[run] steps``, each offered to the canary and decided before the next; the run ends
     once the last candidate is decided. The gateway closes feedback windows meanwhile (``WindowCloser``)."""
     pt, trainer = config.production.training, stack.trainer
     direct = False
     offered, waiting = sink.pending, False
+    verdicts: list[str] = []
     while True:
         done, stable = sink.decided()
         if not done:
@@ -329,11 +344,11 @@ async def _loop(config: HarnessConfig, stack: Any, store: Store, loop: Productio
             continue
         if offered is not None:
             rolled_back = await asyncio.to_thread(loop.settle, stable)
-            verdict = f"rolled back; training goes on from v{stable}" if rolled_back else "promoted"
-            console.print(f"canary: v{offered} {verdict}")
+            verdicts.append(f"v{offered} {'rolled back' if rolled_back else 'promoted'}")
+            console.print(f"canary: {verdicts[-1]}" + (f"; training goes on from v{stable}" if rolled_back else ""))
             offered, waiting = None, False
         if trainer.step_count >= config.run.steps:
-            return
+            return verdicts
         t0 = time.perf_counter()
         step = await asyncio.to_thread(loop.train_once, config.run_dir)
         if step is None:

@@ -123,6 +123,7 @@ def test_one_update_from_rated_sessions_becomes_a_canary_candidate(tmp_path: Pat
     loop.join(timeout=600)
     assert not loop.is_alive(), "the loop did not end after its candidate was decided"
     assert "error" not in result, result.get("error")
+    assert result["summary"].held_out_line() == "deployment support: 1 updates; canary: v1 promoted"  # type: ignore[attr-defined]
 
     store = open_store(config.store_url)
     try:

@@ -164,7 +164,7 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
     if config.run.source == "production":  # off-policy, from a deployment's sessions (docs/production.md)
         from harnessrl.production.train import train_production
 
-        return await train_production(config, console)  # type: ignore[no-any-return]
+        return await train_production(config, console)  # type: ignore[return-value]  # prints held_out_line too
     tune_allocator()  # before the engine, gateway and trainer threads exist (see harnessrl/memory.py)
     run_dir = config.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -42,6 +42,7 @@ from harnessrl.config import HarnessConfig
 from harnessrl.production.advantages import RunningMean, min_served_version, session_advantages
 from harnessrl.store.base import NotFound, Store
 from harnessrl.store.feedback import SessionWindow
+from harnessrl.training.checkpoint import STATE as CHECKPOINT_STATE
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.samples import build_samples
 from harnessrl.training.train_batch import TrainBatch
@@ -195,8 +196,11 @@ class ProductionTrainer:
         step = trainer.step_count
         path = next((v.checkpoint_path for v in self.store.list_policy_versions(self.deployment.run_id)
                      if v.version == version and v.checkpoint_path), None)
-        if path is not None:
+        if path is not None and (Path(path) / CHECKPOINT_STATE).is_file():
             trainer.load_checkpoint(path)
+        elif path is not None:  # a version made elsewhere (an adapter folder given to the canary by hand)
+            log.warning("deployment %s: version %d's weights at %s are not a trainer checkpoint: training "
+                        "continues from the rolled-back weights", self.deployment.name, version, path)
         elif trainer.config.lora is not None:  # the base model: an adapter that adds nothing
             import torch
 

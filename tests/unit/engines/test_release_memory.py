@@ -12,7 +12,7 @@ def test_release_memory_empties_the_prefix_cache_and_serving_goes_on(engine):
     assert engine._prefix.tokens > 0  # the finished sequence's KV was kept for reuse
     version = engine.version
     engine.release_memory()
-    assert engine._prefix.tokens == 0 and not engine._prefix._entries
+    assert engine._prefix.tokens == 0 and engine._prefix.lookup(prompt + [1]) == (0, None)
     assert engine.version == version  # releasing memory is not a publish
     again = engine.generate(prompt, params).choices[0].token_ids  # re-prefilled from scratch: same tokens
     assert again == first

@@ -281,7 +281,8 @@ class SessionTable:
     def sweep(self) -> int:
         """Drop sessions idle longer than ``session_idle_s`` (or over) from memory; how many."""
         self._last_sweep = time.monotonic()
-        idle = [k for k, s in self._live.items() if self._over(s.state.closed, s.last_call_at, s.closes_at, True)]
+        idle = [k for k, s in self._live.items()
+                if not s.serving and self._over(s.state.closed, s.last_call_at, s.closes_at, True)]
         for k in idle:
             self._evict(k)
         return len(idle)

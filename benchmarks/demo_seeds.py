@@ -113,7 +113,7 @@ def step_report(run_dir: Path) -> list[str]:
             f"groups trained {m.get('count/groups.trained', 0)}/{launched} "
             f"entropy {m.get('entropy', 0):.2f} adv std {m.get('advantage/std', 0):.2f} "
             f"grad norm {m.get('grad_norm', 0):.2f} train {m.get('time/step_s', 0):.0f}s "
-            f"peak {m.get('memory/peak_rss_gb', 0):.2f}GB")
+            f"peak {m.get('memory/peak_rss_gb', 0):.2f}GiB")
     return lines
 
 
@@ -149,15 +149,15 @@ def main() -> int:
         runs.append(r)
         flag = "" if r.exit_code == 0 else f"  (exit {r.exit_code}, see {out / f'seed_{seed}.log'})"
         print(f"{seed:>4}  {r.before:5.2f} -> {r.after:4.2f}  {r.gain:+6.2f}  {r.wall_s / 60:5.1f}m  "
-              f"{r.peak_gb:6.2f}GB  {r.tree_peak_gb:7.2f}GB{flag}", flush=True)
+              f"{r.peak_gb:5.2f}GiB  {r.tree_peak_gb:6.2f}GiB{flag}", flush=True)
         if args.steps:
             print("\n".join(step_report(out / f"seed_{seed}")), flush=True)
     learned = sum(r.gain >= args.gain for r in runs)
     print(f"learned (held-out gain >= {args.gain}): {learned} of {len(runs)}")
     print(_stats("gain", [r.gain for r in runs], "{:+.2f}"))
     print(_stats("wall minutes", [r.wall_s / 60 for r in runs], "{:.1f}"))
-    print(_stats("peak RSS GB (harnessrl train)", [r.peak_gb for r in runs], "{:.2f}"))
-    print(_stats("peak RSS GB (with agents and verifiers)", [r.tree_peak_gb for r in runs], "{:.2f}"))
+    print(_stats("peak RSS GiB (harnessrl train)", [r.peak_gb for r in runs], "{:.2f}"))
+    print(_stats("peak RSS GiB (with agents and verifiers)", [r.tree_peak_gb for r in runs], "{:.2f}"))
     return 0
 
 

@@ -197,12 +197,16 @@ async def run_users(serving: Serving, pop: Population, t_offset: float, max_s: f
     users = Users(pop, show)
     task = asyncio.create_task(users.run(stop))
     t0 = time.monotonic()
-    while not task.done():
-        if not serving.alive() or time.monotonic() - t0 > max_s:
-            stop.set()
-            break
-        await asyncio.sleep(1.0)
-    return await task
+    try:
+        while not task.done():
+            if not serving.alive() or time.monotonic() - t0 > max_s:
+                stop.set()
+                break
+            await asyncio.sleep(1.0)
+        return await task
+    finally:
+        if not task.done():  # interrupted: no app subprocess outlives the simulation
+            task.cancel()
 
 
 def served_by(store_url: str, records: list[SessionRecord]) -> None:
@@ -256,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delay", type=float, nargs=2, default=[2.0, 15.0], metavar=("MIN", "MAX"))
     p.add_argument("--signal", choices=["thumbs", "resolved"], default="thumbs",
                    help="thumbs: 1/0, up with probability 0.15 + 0.8 * correct; resolved: the verifier's score")
+    p.add_argument("--silent", type=float, default=0.2, help="fraction of users who never rate")
+    p.add_argument("--late", type=float, default=0.05, help="fraction of ratings sent after the window (410)")
     p.add_argument("--tasks", type=int, default=None, help="ask only the first N questions (default: all 160)")
     p.add_argument("--bucket", type=float, default=120.0)
     p.add_argument("--max-phase-s", type=float, default=3600.0)
@@ -315,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
             pop = Population(serving.url, DEPLOYMENT, key, tasks, sessions=100_000, rate=args.rate,
                              concurrency=args.concurrency, delay_min_s=args.delay[0], delay_max_s=args.delay[1],
                              window_s=window_s, seed=args.seed * 100 + n, session_prefix=f"sim-{name}",
-                             signal=args.signal)
+                             signal=args.signal, silent_fraction=args.silent, late_fraction=args.late)
             offset = time.time() - t_start
             phase.records = asyncio.run(run_users(serving, pop, offset, args.max_phase_s, args.quiet))
         finally:

@@ -51,18 +51,21 @@ def simulate():
     return module
 
 
+@pytest.mark.timeout(2400)  # 12 min 47 s on 2 cores under a load average of 4-12 from parallel work
 def test_canary_promotes_then_rolls_back_a_worse_version(pg_url: str, tmp_path: Path) -> None:
     out = tmp_path / "sim.json"
     code = simulate().main([
         "--run-dir", str(tmp_path / "run"), "--db", pg_url, "--steps", "1", "--phases", "learn,sabotage",
-        "--tasks", "8", "--signal", "resolved", "--rate", "1.0", "--concurrency", "6", "--delay", "1", "4",
-        "--seed", "0", "--sabotage-lr", "0.02", "--quiet", "--max-phase-s", "1500", "--out", str(out),
-        "--set", "production.feedback.window_s=60",
-        "--set", "production.training.min_sessions=16",
+        "--tasks", "8", "--signal", "resolved", "--silent", "0", "--late", "0", "--rate", "1.0",
+        "--concurrency", "6", "--delay", "1", "3", "--seed", "0", "--sabotage-lr", "0.02", "--quiet",
+        "--max-phase-s", "2000", "--out", str(out),
+        "--set", "production.feedback.window_s=30",
+        "--set", "production.training.min_sessions=12",
+        "--set", "production.training.max_sessions=24",
         "--set", "production.canary.min_sessions=10",
         "--set", "production.canary.fraction=0.5",
         "--set", "training.lr=0.003",
-        "--set", "gateway.pinned_sampling={temperature = 0.7}",
+        "--set", "gateway.pinned_sampling={temperature = 0.3}",
     ])
     assert code == 0
     result = json.loads(out.read_text())

@@ -266,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bucket", type=float, default=120.0)
     p.add_argument("--max-phase-s", type=float, default=3600.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sabotage-lr", type=float, default=None, help="phase 2's [training] lr (default: same)")
+    p.add_argument("--sabotage-lr", type=float, default=0.02,
+                   help="phase 2's [training] lr: one update against the feedback at a high rate makes a clearly worse version")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override a config key for both phases (VALUE in TOML), e.g. production.canary.min_sessions=8")
     p.add_argument("--quiet", action="store_true", help="no line per session")

@@ -9,6 +9,11 @@ its answers, and simulated users posting delayed feedback over HTTP. Two phases 
 - sabotage: the run restarted for one more update trained against the feedback (`invert_feedback`), at a
   high learning rate: a worse candidate, which the canary must roll back by itself.
 
+NOT YET RELIABLE (measured, 3 runs on a loaded 2-core machine): passed once; once the honest v1 (lr 3e-3,
+12 sessions) was itself worse and rolled back (0.000 vs 0.159); at lr 5e-4 v1 was promoted but the inverted
+v2 was promoted too, at the boundary (0.175 vs 0.225), apparently because the resumed run keeps the learn
+phase's optimizer lr, so --sabotage-lr may not take effect. docs/production.md, "Limits".
+
 The users' signal here is `resolved` (the verifier's score of the served answer, so the canary's evidence
 is the served reward itself): with thumbs' noise the few sessions a CI-sized run affords would not decide.
 """

@@ -33,6 +33,7 @@ from rich.progress import (
 
 from harnessrl.config import HarnessConfig
 from harnessrl.controller import Controller, EvalResult, StepFailed
+from harnessrl.memory import tune_allocator
 from harnessrl.rewards.judge import JudgeSetupError
 from harnessrl.rewards.judge_client import check_judge
 from harnessrl.runners.env import base_env
@@ -40,7 +41,6 @@ from harnessrl.runners.preflight import CommandNotFound, check_command
 from harnessrl.stack import Stack
 from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
-from harnessrl.memory import tune_allocator
 from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
 from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint
 from harnessrl.weights.versions import record_policy_version

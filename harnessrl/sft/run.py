@@ -22,12 +22,12 @@ from rich.console import Console
 
 from harnessrl.config import HarnessConfig
 from harnessrl.controller import Controller, EvalResult
+from harnessrl.memory import tune_allocator
 from harnessrl.run import TrainSummary, _baseline_from_events, close_interrupted, open_run, preflight
 from harnessrl.sft.select import Selected, select_rollouts, sft_batch
 from harnessrl.stack import Stack
 from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
-from harnessrl.memory import tune_allocator
 from harnessrl.types import TaskSplit
 from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint
 from harnessrl.weights.versions import record_policy_version

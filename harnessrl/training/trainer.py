@@ -348,6 +348,13 @@ class Trainer:
 
         # FSDP: every rank reads the (shared) path and keeps its own shard
         state = ckpt.load_checkpoint(path, self.model, self.optimizer, shard if self.dist.enabled else None)
+        # The optimizer's moments resume; its settings are this run's config, not the checkpoint's (a run
+        # resumed with another lr must train at that lr: load_state_dict restores the saved one).
+        cfg = self.config
+        for group in self.optimizer.param_groups:
+            if group.get("lr") != cfg.lr:
+                logger.info("resumed optimizer: lr %s -> %s (this run's [training] lr)", group.get("lr"), cfg.lr)
+            group.update(lr=cfg.lr, weight_decay=cfg.weight_decay, betas=tuple(cfg.betas))
         self.step_count = int(state["step"])
         self.policy_version = int(state["policy_version"])
 

@@ -114,6 +114,16 @@ def test_resume_from_checkpoint_equals_uninterrupted_run(tmp_path):
         full.load_checkpoint(path)
 
 
+def test_a_resumed_run_trains_at_its_own_lr_with_the_saved_moments(tmp_path):
+    first = Trainer(tiny_llama(), _cfg(lr=5e-3))
+    first.step(_batch(tiny_llama(), seed=1))
+    path = first.save_checkpoint(tmp_path / "ck")
+    resumed = Trainer(tiny_llama(), _cfg(lr=2e-2))
+    resumed.load_checkpoint(path)
+    assert [g["lr"] for g in resumed.optimizer.param_groups] == [2e-2] * len(resumed.optimizer.param_groups)
+    assert resumed.optimizer.state  # Adam's moments came back with the checkpoint
+
+
 def test_kl_to_reference_is_zero_at_start_then_positive():
     model = tiny_llama()
     batch = _batch(model)

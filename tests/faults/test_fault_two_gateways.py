@@ -8,8 +8,6 @@ completion tokens) no more than N answered calls (T tokens) may be recorded, how
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
 
 import aiohttp
 import pytest
@@ -18,19 +16,7 @@ from harnessrl.store import open_store
 from harnessrl.types import CallStatus
 
 pytestmark = pytest.mark.slow
-POSTGRES_ENV = "HARNESSRL_TEST_POSTGRES_URL"
 
-
-@pytest.fixture
-def pg_url():
-    base = os.environ.get(POSTGRES_ENV)
-    if not base:
-        pytest.skip(f"no PostgreSQL server: set {POSTGRES_ENV} (eval \"$(bash scripts/postgres.sh)\")")
-    psycopg = pytest.importorskip("psycopg")
-    schema = f"faults_{uuid.uuid4().hex[:12]}"
-    yield f"{base}{'&' if '?' in base else '?'}schema={schema}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 async def spread(bases: list[str], key: str, n: int, stream_every: int = 2) -> list[int]:

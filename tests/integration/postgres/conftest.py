@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,21 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/ -> `fakes
 
 from fakes.fake_engine import EngineServer, FakeEngine  # noqa: E402
 
-POSTGRES_ENV = "HARNESSRL_TEST_POSTGRES_URL"
 ADMIN = "pg-admin-token"
 
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    """A store URL whose tables live in a fresh schema, dropped after the test."""
-    base = os.environ.get(POSTGRES_ENV)
-    if not base:
-        pytest.skip(f"no PostgreSQL server: set {POSTGRES_ENV} (eval \"$(bash scripts/postgres.sh)\")")
-    psycopg = pytest.importorskip("psycopg")
-    schema = f"it_{uuid.uuid4().hex[:12]}"
-    yield f"{base}{'&' if '?' in base else '?'}schema={schema}"
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture

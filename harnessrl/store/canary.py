@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import orjson
+
+from harnessrl.store.mixin import SqlMixin
 
 if TYPE_CHECKING:
     from harnessrl.store.rows import RowLike
@@ -120,16 +121,8 @@ def _stable_weights(weights: dict[str, Any], arm: str) -> dict[str, Any]:
     return {"stable": weights.get(arm), "stable_model": weights.get(f"{arm}_model")}
 
 
-class CanaryMixin:
+class CanaryMixin(SqlMixin):
     """The canary methods of ``SqlStore`` drivers (mixed in before ``SqlStore``)."""
-
-    P: str
-    LOCK_ROWS: str
-    if TYPE_CHECKING:  # supplied by SqlStore and the driver; stubs here would shadow them at run time
-        def _write(self) -> AbstractContextManager[Any]: ...
-        def _read(self) -> AbstractContextManager[Any]: ...
-        def _text(self, value: str | None) -> str | None: ...
-        def _one(self, conn: Any, sql: str, args: Sequence[Any], what: str) -> RowLike: ...
 
     def add_canary_decision(self, decision: CanaryDecision, expected_index: int | None = None) -> CanaryDecision:
         """Record one decision, numbered after the deployment's last one; returns it numbered and timed.

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +21,7 @@ import orjson
 
 from harnessrl.store.base import AlreadyExists
 from harnessrl.store.feedback import OPEN
+from harnessrl.store.mixin import SqlMixin
 from harnessrl.types import RolloutStatus
 
 if TYPE_CHECKING:
@@ -102,16 +102,8 @@ def _session(r: RowLike) -> Session:
 _KEY_COLUMNS = "id, deployment, label, created_at, revoked_at"  # never key_hash
 
 
-class DeploymentsMixin:
+class DeploymentsMixin(SqlMixin):
     """The deployment, app-key and session methods of ``SqlStore`` drivers (mixed in before it)."""
-
-    P: str
-    LOCK_ROWS: str
-    if TYPE_CHECKING:  # supplied by SqlStore and the driver; stubs here would shadow them at run time
-        def _write(self) -> AbstractContextManager[Any]: ...
-        def _read(self) -> AbstractContextManager[Any]: ...
-        def _one(self, conn: Any, sql: str, args: Sequence[Any], what: str) -> RowLike: ...
-        def _next_created(self) -> float: ...
 
     # -- deployments ----------------------------------------------------------------------------------
     def create_deployment(self, name: str, config: dict[str, Any]) -> Deployment:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harnessrl.store.base import StoreError
+from harnessrl.store.mixin import SqlMixin
 from harnessrl.store.rules import check_reward_value, check_transition
 from harnessrl.types import RolloutStatus
 
@@ -87,15 +87,8 @@ def _window(r: RowLike) -> SessionWindow:
                          r["outcome_status"], r["trained_version"])  # fmt: skip
 
 
-class FeedbackMixin:
+class FeedbackMixin(SqlMixin):
     """The feedback methods of ``SqlStore`` drivers (mixed in before ``SqlStore``)."""
-
-    P: str
-    LOCK_ROWS: str
-    if TYPE_CHECKING:  # supplied by SqlStore and the driver; stubs here would shadow them at run time
-        def _write(self) -> AbstractContextManager[Any]: ...
-        def _read(self) -> AbstractContextManager[Any]: ...
-        def _one(self, conn: Any, sql: str, args: Sequence[Any], what: str) -> RowLike: ...
 
     def _locked_session(self, conn: Any, deployment: str, session_id: str) -> RowLike:
         sql = f"SELECT {_WINDOW_COLUMNS} FROM sessions WHERE deployment = {self.P} AND id = {self.P}{self.LOCK_ROWS}"

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from contextlib import AbstractContextManager, closing
+from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from harnessrl.store.mixin import SqlMixin
 from harnessrl.store.retention import PurgeCounts
 
 if TYPE_CHECKING:
@@ -60,16 +61,8 @@ def _judge_call(r: RowLike) -> JudgeCall:
                      r["response"], r["created_at"], r["judge_index"])  # fmt: skip
 
 
-class JudgeCallsMixin:
+class JudgeCallsMixin(SqlMixin):
     """The judge-call methods of ``SqlStore`` drivers (mixed in before ``SqlStore``)."""
-
-    P: str
-    LOCK_ROWS: str
-    if TYPE_CHECKING:  # supplied by SqlStore and the driver; stubs here would shadow them at run time
-        def _write(self) -> AbstractContextManager[Any]: ...
-        def _read(self) -> AbstractContextManager[Any]: ...
-        def _text(self, value: str | None) -> str | None: ...
-        def _one(self, conn: Any, sql: str, args: Sequence[Any], what: str) -> RowLike: ...
 
     def add_judge_calls(self, calls: Sequence[JudgeCall]) -> list[JudgeCall]:
         """Record the rows of one judging in one transaction; returns them numbered and timed."""

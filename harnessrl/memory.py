@@ -11,10 +11,11 @@ A low threshold costs page faults on every large allocation, which the engine's 
 every step (+10% CPU time measured at 256 KB), so it is that low only while the trainer runs
 (``trainer_allocations``). Serving uses 4 MB: the running batch's KV buffers (several MB per layer for 24
 sequences) and the logits are mmap'd and leave the process when freed, while the many small per-request
-tensors stay on the heap. Measured on the demo's rollouts (24 two-call attempts, SmolLM2-135M, two waves
-alternated in one session): peak 1.64-1.69 GiB at 4 MB against 1.83-1.89 GiB at 32 MB, 33-36 s against
-34 s; 1 MB saved more (1.37-1.39 GiB) but took 20-23 s against 17 s for one wave. The demo's whole run:
-1.78 GiB at 1 MB against 2.43 GiB at 32 MB.
+tensors stay on the heap. Measured with ``benchmarks/serve_memory.py --thresholds 32 4 1 --rounds 2``
+(24 two-call demo attempts, two waves, one process per setting, alternated): median peak 1.81 GiB at 32 MB
+(1.66 and 1.95: it depends on where freed blocks land), 1.68 at 4 MB, 1.47 at 1 MB; median time 1.00x,
+1.18x and 1.35x (an earlier pair of rounds gave 4 MB 33-36 s against 34 s: the cost at 4 MB is within this
+machine's noise, at 1 MB it is not).
 """
 
 from __future__ import annotations

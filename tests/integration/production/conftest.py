@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,17 +70,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         yield s
         s.close()
         return
-    base = os.environ.get("HARNESSRL_TEST_POSTGRES_URL")
-    if not base:
-        pytest.skip("no PostgreSQL server: set HARNESSRL_TEST_POSTGRES_URL (eval \"$(bash scripts/postgres.sh)\")")
-    import psycopg
-
-    schema = f"test_{uuid.uuid4().hex[:12]}"
-    s = open_store(f"{base}{'&' if '?' in base else '?'}schema={schema}")
+    s = open_store(request.getfixturevalue("pg_url"))  # a fresh schema, dropped after this store closes
     yield s
     s.close()
-    with psycopg.connect(base, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture

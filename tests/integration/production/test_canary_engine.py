@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
+from tiny_adapters import greedy, trained_adapter
 
 from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import EmbeddedEngine
@@ -16,28 +16,6 @@ from harnessrl.models import tiny_model
 from harnessrl.production.canary import EmbeddedVersions, Weights
 
 PROMPT = [5, 9, 14, 3, 22, 7]
-
-
-def trained_adapter(seed: int) -> torch.nn.Module:
-    """A LoRA adapter on the tiny model whose B matrices are random (a fresh adapter would be the base)."""
-    from peft import LoraConfig, get_peft_model
-
-    model = get_peft_model(tiny_model()[0], LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-    return model
-
-
-def greedy(model: torch.nn.Module, n: int = 8) -> list[int]:
-    ids = torch.tensor([PROMPT])
-    with torch.no_grad():
-        for _ in range(n):
-            nxt = model(ids).logits[0, -1].argmax()
-            ids = torch.cat([ids, nxt.view(1, 1)], dim=1)
-    return ids[0, len(PROMPT):].tolist()
 
 
 @pytest.fixture
@@ -55,10 +33,10 @@ def _served(engine: EmbeddedEngine, adapter: str | None) -> tuple[list[int], int
 
 
 def test_candidate_served_beside_stable_by_its_own_weights(engine: EmbeddedEngine, tmp_path: Path) -> None:
-    base = greedy(tiny_model()[0])
+    base = greedy(tiny_model()[0], PROMPT, 8)
     v1, v2 = trained_adapter(1), trained_adapter(2)
     v1.save_pretrained(tmp_path / "v1")
-    expected_v1, expected_v2 = greedy(v1), greedy(v2)
+    expected_v1, expected_v2 = greedy(v1, PROMPT, 8), greedy(v2, PROMPT, 8)
     assert len({tuple(base), tuple(expected_v1), tuple(expected_v2)}) == 3  # the weights tell them apart
 
     versions = EmbeddedVersions(engine)
@@ -96,7 +74,7 @@ def test_over_http_the_embedded_server_loads_and_unloads_like_vllm(engine: Embed
 
     v1 = trained_adapter(1)
     v1.save_pretrained(tmp_path / "v1")
-    base, expected = greedy(tiny_model()[0]), greedy(v1)
+    base, expected = greedy(tiny_model()[0], PROMPT, 8), greedy(v1, PROMPT, 8)
     server = start_server(engine, owns_engine=False)
     try:
         url = server.base_url

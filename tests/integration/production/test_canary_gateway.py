@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 import torch
+from tiny_adapters import greedy, trained_adapter
 
 from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import EmbeddedEngine, start_server
@@ -26,27 +27,6 @@ ADMIN = "admin-secret"
 DEP = "app"
 RULE = CanaryConfig(fraction=0.5, min_sessions=3, max_regression=0.05, evaluate_interval_s=0.3)
 FEEDBACK = FeedbackConfig(window_s=60.0)
-
-
-def trained_adapter(seed: int) -> torch.nn.Module:
-    """A LoRA adapter on the tiny model with random B matrices (a fresh adapter would be the base)."""
-    from peft import LoraConfig, get_peft_model
-
-    model = get_peft_model(tiny_model()[0], LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"))
-    gen = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "lora_B" in name:
-                p.copy_(torch.randn(p.shape, generator=gen) * 0.5)
-    return model.eval()
-
-
-def greedy(model: torch.nn.Module, prompt: list[int], n: int) -> list[int]:
-    ids = torch.tensor([prompt])
-    with torch.no_grad():
-        for _ in range(n):
-            ids = torch.cat([ids, model(ids).logits[0, -1].argmax().view(1, 1)], dim=1)
-    return ids[0, len(prompt):].tolist()
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ through the store (version recorded, sessions marked, adapter folder written, no
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import math
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 import torch
 from unit.store._helpers import make_call
 from unit.store._sessions import NOW, add_session
-from unit.training._helpers import VOCAB, make_sample, tiny_llama
+from unit.training._helpers import VOCAB, make_sample, tiny_llama, with_own_behaviour
 
 from harnessrl.config import HarnessConfig
 from harnessrl.production.advantages import RunningMean, min_served_version, session_advantages
@@ -23,9 +22,6 @@ from harnessrl.production.train import ADAPTER, ProductionTrainer, off_policy_co
 from harnessrl.store import Store
 from harnessrl.store.feedback import STALE
 from harnessrl.training.config import LoraConfig, TrainingConfig
-from harnessrl.training.forward import token_logprobs
-from harnessrl.training.losses import token_weights
-from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.trainer import Trainer
 
 
@@ -67,20 +63,7 @@ def _with_behaviour(trainer: Trainer, shift: float) -> list:
     """Samples whose behaviour logprobs are the trainer's own plus ``shift`` (another version served them)."""
     samples = [make_sample([(7 * i + 3 * t) % VOCAB for t in range(12)], [0] * 4 + [1] * 8, rollout_id=f"r{i}")
                for i in range(3)]
-    out = []
-    for mb in make_micro_batches(samples, token_weights(samples, "rollout"), 10_000):
-        with torch.no_grad():
-            lp, _ = token_logprobs(trainer.model, mb, torch.device("cpu"))
-        k = 0
-        for i in mb.sample_indices:
-            s = samples[i]
-            beh = [0.0] * len(s.token_ids)
-            for t in range(1, len(s.token_ids)):
-                if s.loss_mask[t]:
-                    beh[t] = float(lp[k]) + shift
-                    k += 1
-            out.append(dataclasses.replace(s, behaviour_logprobs=beh))
-    return out
+    return with_own_behaviour(trainer.model, samples, shift)
 
 
 def test_truncated_importance_weights_scale_the_update() -> None:

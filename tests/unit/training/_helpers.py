@@ -37,3 +37,28 @@ def make_sample(tokens: list[int], mask: list[int], *, rollout_id: str = "r1", g
     return Sample(rollout_id=rollout_id, group_id=group_id, token_ids=tokens, loss_mask=mask,
                   behaviour_logprobs=beh, policy_versions=[0], call_indices=[0], fidelity=SampleFidelity.EXACT,
                   advantage=advantage)
+
+
+def with_own_behaviour(model: torch.nn.Module, samples: list[Sample], shift: float = 0.0) -> list[Sample]:
+    """``samples`` with behaviour logprobs equal to ``model``'s own at each trained token, plus ``shift``
+    (0: an on-policy batch; otherwise as if another version had served them)."""
+    import dataclasses
+
+    from harnessrl.training.forward import token_logprobs
+    from harnessrl.training.losses import token_weights
+    from harnessrl.training.micro_batches import make_micro_batches
+
+    out = []
+    for mb in make_micro_batches(samples, token_weights(samples, "token"), 10_000):
+        with torch.no_grad():
+            lp, _ = token_logprobs(model, mb, torch.device("cpu"))
+        k = 0
+        for i in mb.sample_indices:
+            s = samples[i]
+            beh = [0.0] * len(s.token_ids)
+            for t in range(1, len(s.token_ids)):
+                if s.loss_mask[t]:
+                    beh[t] = float(lp[k]) + shift
+                    k += 1
+            out.append(dataclasses.replace(s, behaviour_logprobs=beh))
+    return out

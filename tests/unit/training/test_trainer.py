@@ -11,14 +11,11 @@ import torch
 
 from harnessrl.training.checkpoint import CheckpointError
 from harnessrl.training.config import LoraConfig, TrainingConfig
-from harnessrl.training.forward import token_logprobs
-from harnessrl.training.losses import token_weights
-from harnessrl.training.micro_batches import make_micro_batches
 from harnessrl.training.train_batch import TrainBatch
 from harnessrl.training.trainer import Trainer
 from harnessrl.weights.publish import FolderPublisher, InProcessPublisher
 
-from ._helpers import VOCAB, make_sample, tiny_llama
+from ._helpers import VOCAB, make_sample, tiny_llama, with_own_behaviour
 
 
 def _batch(model, n: int = 6, seed: int = 0) -> list:
@@ -30,21 +27,7 @@ def _batch(model, n: int = 6, seed: int = 0) -> list:
         toks = [rng.randrange(VOCAB) for _ in range(length)]
         mask = [0] * 3 + [1] * (length - 3)
         samples.append(make_sample(toks, mask, rollout_id=f"r{i}", advantage=1.0 if i % 2 else -1.0))
-    w = token_weights(samples, "token")
-    out = []
-    for mb in make_micro_batches(samples, w, 10_000):
-        with torch.no_grad():
-            lp, _ = token_logprobs(model, mb, torch.device("cpu"))
-        k = 0
-        for i in mb.sample_indices:
-            s = samples[i]
-            beh = [0.0] * len(s.token_ids)
-            for t in range(1, len(s.token_ids)):
-                if s.loss_mask[t]:
-                    beh[t] = float(lp[k])
-                    k += 1
-            out.append(s.__class__(**{**{f: getattr(s, f) for f in s.__slots__}, "behaviour_logprobs": beh}))
-    return out
+    return with_own_behaviour(model, samples)
 
 
 def _cfg(**kw) -> TrainingConfig:

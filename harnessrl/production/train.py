@@ -368,6 +368,10 @@ async def _loop(config: HarnessConfig, stack: Any, store: Store, loop: Productio
         else:
             offered = step.version
         console.print(f"update {trainer.step_count}/{config.run.steps}: v{step.version} on {len(step.sessions)} "
-                      f"sessions (stale dropped {step.stale}) | outcome {m.get('reward/mean', float('nan')):.3f} | "
-                      f"is_weight {m.get('is_weight_mean', 0):.3f} loss {m.get('loss', 0):.4f} | "
-                      f"{'published' if direct else 'canary candidate'} | {time.perf_counter() - t0:.0f}s")
+                      f"sessions (stale dropped {step.stale}, task groups {m.get('count/groups.trained', 0)}) | "
+                      f"outcome {m.get('reward/mean', float('nan')):.3f} baseline "
+                      f"{m.get('count/baseline.mean', float('nan')):.3f} | advantage std "
+                      f"{m.get('advantage/std', float('nan')):.3f} | is_weight {m.get('is_weight_mean', 0):.3f} "
+                      f"kl(behaviour) {m.get('approx_kl', 0):.4f} grad_norm {m.get('grad_norm', 0):.3f} lr "
+                      f"{m.get('lr', 0):.1e} | {'published' if direct else 'canary candidate'} | "
+                      f"{time.perf_counter() - t0:.0f}s")

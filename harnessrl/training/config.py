@@ -79,6 +79,12 @@ class TrainingConfig(BaseModel):
         "the outcome reward counts at the rollout's last call.",
     )
     discount: float = Field(1.0, ge=0.0, le=1.0, description="Discount per call for per-call rewards.")
+    positive_weight: float = Field(
+        1.0, gt=0.0, le=1.0,
+        description="Scale of positive advantages (W-REINFORCE, Zhu et al. 2025): below 1 an attempt that beat "
+        "its group is reinforced less than a worse one is penalized, so sampling is not drawn onto the first "
+        "partly rewarded answer before a better one was found (docs/training.md section 7); 1 = off.",
+    )
     drop_zero_variance_groups: bool = Field(
         True, description="Skip groups whose rewards are all equal (they carry no signal); reported."
     )

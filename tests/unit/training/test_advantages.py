@@ -98,3 +98,41 @@ def test_per_call_rewards_give_discounted_segment_returns():
     assert sa.advantage == pytest.approx(0.5)
     assert sa.token_advantages == pytest.approx([0.0, 0.5, 0.0, 0.0, 0.0, 1.0])
     assert sb.token_advantages == pytest.approx([0.0, -0.5])
+
+
+def test_positive_weight_scales_only_what_beat_the_group():
+    # the demo's rewards: a sentence (0.25) beat three wrong names; grpo gives it +1.5, each wrong name -0.5
+    records = [_record("s", 0.25), _record("w1", 0.0), _record("w2", 0.0), _record("w3", 0.0)]
+    full = compute_advantages(records, TrainingConfig()).advantages
+    assert full == pytest.approx({"s": 1.5, "w1": -0.5, "w2": -0.5, "w3": -0.5}, abs=1e-4)
+    damped = compute_advantages(records, TrainingConfig(positive_weight=0.1)).advantages
+    assert damped == pytest.approx({"s": 0.15, "w1": -0.5, "w2": -0.5, "w3": -0.5}, abs=1e-4)
+    # every sample of the rollout carries the scaled value, and per-call returns are scaled alike
+    assert {s.rollout_id: s.advantage for s in compute_advantages(records, TrainingConfig(
+        positive_weight=0.1)).samples}["s"] == pytest.approx(0.15, abs=1e-4)
+
+
+def test_positive_weight_scales_positive_per_call_returns_too():
+    from harnessrl.types import Sample, SampleFidelity
+
+    sample = Sample(rollout_id="a", group_id="g", token_ids=[1, 2, 3, 4], loss_mask=[0, 1, 0, 1],
+                    behaviour_logprobs=[0.0] * 4, policy_versions=[0, 0], call_indices=[0, 1],
+                    fidelity=SampleFidelity.MERGED, call_spans=[(1, 2), (3, 4)])
+    a = RolloutRecord(_rollout("a"), [Reward("a", -1.0, call_index=0), Reward("a", 2.0)], [sample])
+    b = _record("b", 0.0)
+    b.samples = [make_sample([1, 2], [0, 1], rollout_id="b")]
+    b.samples[0] = b.samples[0].__class__(**{**{f: getattr(b.samples[0], f) for f in b.samples[0].__slots__},
+                                             "call_spans": [(1, 2)]})
+    cfg = TrainingConfig(estimator="dr_grpo", per_call_rewards=True, positive_weight=0.5)
+    # returns: call 1: 2, call 0: -1 + 2 = 1; group mean of (1, 0) = 0.5 -> call 0: +0.5, call 1: +1.5
+    sa = compute_advantages([a, b], cfg).samples[0]
+    assert sa.advantage == pytest.approx(0.25)
+    assert sa.token_advantages == pytest.approx([0.0, 0.25, 0.0, 0.75])
+
+
+def test_positive_weight_must_be_in_0_1():
+    from pydantic import ValidationError
+
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValidationError):
+            TrainingConfig(positive_weight=bad)

@@ -134,4 +134,3 @@ def test_the_demo_config_is_seeded_with_the_measured_settings() -> None:
     assert not cfg.run.dynamic_sampling and cfg.training.estimator == "grpo"
     assert cfg.run.train_temperature == 1.0 and cfg.run.eval_temperature == 0.0
     assert cfg.training.seed == cfg.engine.seed == cfg.run.seed
-    assert cfg.run.attempts_per_task == 8  # with 4, a run learned only if a rare bare name turned up early

@@ -5,8 +5,9 @@ while before it sleeps. The embedded engine's decode step is hundreds of small p
 another busy process shares the cores (a second run, a test suite, the user's own work), a spinning
 waiter holds a core while the thread it waits for is descheduled, and every region costs a scheduler
 time slice. Measured here: 24 two-call demo attempts took 212 s beside a niced simulation and 459 s
-beside one busy process, against 28-30 s with sleeping waiters (``benchmarks/omp_wait.py``). libgomp
-reads its environment once, when torch loads it, so this runs when ``harnessrl`` is imported.
+beside one busy process, against 28-30 s with sleeping waiters; alone on an idle machine sleeping costs
+about 1.2x (``benchmarks/omp_wait.py``). libgomp reads its environment once, when torch loads it, so this
+runs when ``harnessrl`` is imported.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 POLICIES = {"spin (libgomp default)": {"GOMP_SPINCOUNT": "300000"}, "sleep (harnessrl)": {"OMP_WAIT_POLICY": "PASSIVE"}}
 BUSY = (
-    "import torch, time, sys\n"
+    "import torch\n"
     "a, w = torch.randn(64, 576), torch.randn(576, 576)\n"
     "while True:\n"
     "    a = torch.tanh(a @ w)\n"

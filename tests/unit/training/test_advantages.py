@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -78,6 +79,13 @@ def test_zero_variance_singleton_and_missing_reward_are_reported():
     assert [s.advantage for s in kept.samples] == [0.0, 0.0]
 
 
+def _one_call_record(rid: str, reward: float) -> RolloutRecord:
+    """A rollout of one sample holding one call (token 1 trained), for per-call returns."""
+    record = _record(rid, reward)
+    record.samples = [dataclasses.replace(make_sample([1, 2], [0, 1], rollout_id=rid), call_spans=[(1, 2)])]
+    return record
+
+
 def test_per_call_rewards_give_discounted_segment_returns():
     # rollout a: calls 0,1,2 in one sample; call rewards 1 on call 0, outcome 2 -> step rewards 1, 0, 2
     from harnessrl.types import Sample, SampleFidelity
@@ -86,10 +94,7 @@ def test_per_call_rewards_give_discounted_segment_returns():
                     behaviour_logprobs=[0.0] * 6, policy_versions=[0, 0, 0], call_indices=[0, 1, 2],
                     fidelity=SampleFidelity.MERGED, call_spans=[(1, 2), (3, 4), (5, 6)])
     a = RolloutRecord(_rollout("a"), [Reward("a", 1.0, call_index=0), Reward("a", 2.0)], [sample])
-    b = _record("b", 0.5)
-    b.samples = [make_sample([1, 2], [0, 1], rollout_id="b")]
-    b.samples[0] = b.samples[0].__class__(**{**{f: getattr(b.samples[0], f) for f in b.samples[0].__slots__},
-                                             "call_spans": [(1, 2)]})
+    b = _one_call_record("b", 0.5)
     cfg = TrainingConfig(estimator="dr_grpo", per_call_rewards=True, discount=0.5)
     res = compute_advantages([a, b], cfg)
     # returns: G2 = 2, G1 = 0 + .5*2 = 1, G0 = 1 + .5*1 = 1.5; group mean of (1.5, 0.5) = 1.0
@@ -107,7 +112,7 @@ def test_positive_weight_scales_only_what_beat_the_group():
     assert full == pytest.approx({"s": 1.5, "w1": -0.5, "w2": -0.5, "w3": -0.5}, abs=1e-4)
     damped = compute_advantages(records, TrainingConfig(positive_weight=0.1)).advantages
     assert damped == pytest.approx({"s": 0.15, "w1": -0.5, "w2": -0.5, "w3": -0.5}, abs=1e-4)
-    # every sample of the rollout carries the scaled value, and per-call returns are scaled alike
+    # the rollout's samples carry the scaled value too (per-call returns: the next test)
     assert {s.rollout_id: s.advantage for s in compute_advantages(records, TrainingConfig(
         positive_weight=0.1)).samples}["s"] == pytest.approx(0.15, abs=1e-4)
 
@@ -119,10 +124,7 @@ def test_positive_weight_scales_positive_per_call_returns_too():
                     behaviour_logprobs=[0.0] * 4, policy_versions=[0, 0], call_indices=[0, 1],
                     fidelity=SampleFidelity.MERGED, call_spans=[(1, 2), (3, 4)])
     a = RolloutRecord(_rollout("a"), [Reward("a", -1.0, call_index=0), Reward("a", 2.0)], [sample])
-    b = _record("b", 0.0)
-    b.samples = [make_sample([1, 2], [0, 1], rollout_id="b")]
-    b.samples[0] = b.samples[0].__class__(**{**{f: getattr(b.samples[0], f) for f in b.samples[0].__slots__},
-                                             "call_spans": [(1, 2)]})
+    b = _one_call_record("b", 0.0)
     cfg = TrainingConfig(estimator="dr_grpo", per_call_rewards=True, positive_weight=0.5)
     # returns: call 1: 2, call 0: -1 + 2 = 1; group mean of (1, 0) = 0.5 -> call 0: +0.5, call 1: +1.5
     sa = compute_advantages([a, b], cfg).samples[0]

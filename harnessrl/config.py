@@ -23,6 +23,11 @@ from harnessrl.runners.config import NO_LOCAL_VERIFIER_ON_KUBERNETES, RunnerConf
 from harnessrl.sft.config import DistillConfig, SftConfig
 from harnessrl.training.config import TrainingConfig
 
+#: ``[training]`` keys of the task loop's advantages (``training/advantages.py``) that production training
+#: does not use: refused there when set, so a config never claims an estimator that is not applied.
+TASK_ONLY_TRAINING_KEYS = frozenset({"estimator", "advantage_eps", "reward_name", "per_call_rewards", "discount",
+                                     "drop_zero_variance_groups"})
+
 
 class ConfigError(ValueError):
     """The config file is missing, not TOML, or fails validation (the message names the bad key)."""
@@ -165,6 +170,11 @@ class HarnessConfig(BaseModel):
                 raise ValueError('[run] source = "production" serves the deployment: set [gateway] mode = '
                                  '"production" (or leave it unset)')
             self.gateway.mode = "production"
+        ignored = sorted(TASK_ONLY_TRAINING_KEYS & self.training.model_fields_set)
+        if ignored:
+            raise ValueError(f"[training] {', '.join(ignored)}: not used when [run] source = \"production\" (a "
+                             "session's advantage is its outcome minus a running or task-group mean, "
+                             "[production.training] group_by and baseline_decay, docs/production.md); remove it")
         if self.run.deployment not in self.production.deployments:  # created at start, with the defaults
             from harnessrl.production.config import DeploymentConfig, check_deployment_name
 

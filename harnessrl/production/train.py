@@ -42,6 +42,7 @@ from harnessrl.config import HarnessConfig
 from harnessrl.production.advantages import RunningMean, min_served_version, session_advantages
 from harnessrl.store.base import NotFound, Store
 from harnessrl.store.feedback import SessionWindow
+from harnessrl.training.advantages import weighted
 from harnessrl.training.checkpoint import STATE as CHECKPOINT_STATE
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.samples import build_samples
@@ -93,6 +94,7 @@ def production_batch(store: Store, sessions: Sequence[SessionWindow], config: Tr
     advantages = session_advantages(outcomes, baseline, groups if group_by == "task" else None)
     if invert:  # a deliberately worse update ([production.training] invert_feedback): away from what users liked
         advantages = {k: -a for k, a in advantages.items()}
+    advantages = {k: weighted(a, config.positive_weight) for k, a in advantages.items()}
     if group_by == "task":
         counts["groups.trained"] = sum(1 for n in Counter(groups[s] for s in built).values() if n >= 2)
     batch = TrainBatch(samples=[], counts=counts)

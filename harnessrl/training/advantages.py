@@ -62,7 +62,7 @@ def group_advantages(values: Sequence[float], estimator: str, eps: float = 1e-6)
     return [(v - b) / s for v, (b, s) in zip(values, group_baselines(values, estimator, eps), strict=True)]
 
 
-def _weighted(advantage: float, positive_weight: float) -> float:
+def weighted(advantage: float, positive_weight: float) -> float:
     """``advantage`` with its positive part scaled (``[training] positive_weight``); negatives unchanged."""
     return advantage * positive_weight if advantage > 0 else advantage
 
@@ -133,7 +133,7 @@ def compute_advantages(records: Sequence[RolloutRecord], config: TrainingConfig)
         for (rec, value), (base, scale) in zip(
             members, group_baselines(values, config.estimator, config.advantage_eps), strict=True
         ):
-            adv = _weighted((value - base) / scale, config.positive_weight)
+            adv = weighted((value - base) / scale, config.positive_weight)
             result.advantages[rec.rollout.id] = adv
             result.counts["rollouts.trained"] += 1
             returns = _segment_returns(rec, config.reward_name, config.discount) if config.per_call_rewards else {}
@@ -142,7 +142,7 @@ def compute_advantages(records: Sequence[RolloutRecord], config: TrainingConfig)
                 if returns:
                     token_adv = [0.0] * len(s.token_ids)
                     for c, (start, end) in zip(s.call_indices, s.call_spans, strict=True):
-                        token_adv[start:end] = [_weighted((returns[c] - base) / scale, config.positive_weight)] * (
+                        token_adv[start:end] = [weighted((returns[c] - base) / scale, config.positive_weight)] * (
                             end - start
                         )
                 result.samples.append(dataclasses.replace(s, advantage=adv, token_advantages=token_adv))

@@ -111,6 +111,8 @@ def test_batch_from_sessions_carries_outcome_advantage_and_behaviour(store: Stor
     assert inverted.advantages == pytest.approx({ra: -0.5, rb: 0.5, rc: -0.75})  # invert_feedback: worse on purpose
     assert inverted.rewards == batch.rewards
     assert batch.counts["sessions.staleness_max"] == 2 and batch.counts["calls.merged"] == 3
+    damped = production_batch(store, sessions, TrainingConfig(positive_weight=0.2), rm, "task")
+    assert damped.advantages == pytest.approx({ra: 0.1, rb: -0.5, rc: 0.15})  # [training] positive_weight applies
     for s in batch.samples:  # both calls merged into one sample with the recorded logprobs
         assert s.advantage == batch.advantages[s.rollout_id]
         assert [lp for lp, m in zip(s.behaviour_logprobs, s.loss_mask, strict=True) if m] == \

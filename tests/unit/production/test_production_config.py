@@ -45,3 +45,18 @@ def test_the_gateway_command_takes_a_mode() -> None:
     assert build_parser().parse_args(["gateway"]).mode is None  # the config file decides
     config = load_config(None, {"gateway": {"mode": args.mode}}, gateway_alone=True)
     assert config.gateway.mode == "production"
+
+
+@pytest.mark.parametrize("key", ['estimator = "dr_grpo"', "per_call_rewards = true", 'reward_name = "thumbs"'])
+def test_task_loop_advantage_keys_are_refused_for_production_training(tmp_path: Path, key: str) -> None:
+    """Production advantages are outcome minus a running or task-group mean: a key of the task loop's
+    estimator would be silently ignored, so it is refused with the reason."""
+    path = tmp_path / "prod.toml"
+    base = '[run]\nsource = "production"\ndeployment = "support"\n[training]\nlr = 1e-4\n'
+    path.write_text(base + "positive_weight = 0.5\n")
+    assert load_config(path).training.positive_weight == 0.5  # applied by production training too
+    path.write_text(base + key + "\n")
+    with pytest.raises(ConfigError, match=r"not used when \[run\] source = \"production\".*group_by"):
+        load_config(path)
+    path.write_text(key.join(["[training]\n", "\n"]))
+    assert load_config(path).run.source == "tasks"  # the task loop takes it

@@ -10,6 +10,9 @@ of both arms decide whether it is promoted (it becomes the stable version) or ro
   different subset for each candidate. A session keeps its arm (``arms.py``).
 - **The rule** (``decide``): once both arms have ``min_sessions`` sessions with a decided outcome since the
   start, promote when candidate mean >= stable mean - ``max_regression``, else roll back; hold before.
+  With ``confidence`` set, the difference of the means must clear that margin at that one-sided confidence
+  (normal approximation, each arm's own variance) either way before it decides, and it holds otherwise,
+  up to ``max_sessions`` per arm, where the plain comparison decides: noisy signals (thumbs) need it.
 - **Durable.** Every decision is a row of ``canary_decisions`` with its evidence, and the state is read back
   from the store after a restart (the adapters are loaded again from their folders).
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -62,9 +66,36 @@ def decide(stable: ArmStats | None, candidate: ArmStats | None, config: CanaryCo
     floor = stable.mean - config.max_regression
     detail = (f"candidate mean {candidate.mean:.4f} ({c_n} sessions) vs stable {stable.mean:.4f} ({s_n}); "
               f"max regression {config.max_regression:g}")
+    if config.confidence is not None:
+        verdict = _with_confidence(stable, candidate, config, detail)
+        if verdict is not None:
+            return verdict
     if candidate.mean >= floor - _TIE:
         return Verdict("promote", f"{detail}: within it")
     return Verdict("rollback", f"{detail}: trails by {stable.mean - candidate.mean:.4f}")
+
+
+def _with_confidence(stable: ArmStats, candidate: ArmStats, config: CanaryConfig, detail: str) -> Verdict | None:
+    """The interval rule: promote when the one-sided lower bound of (candidate - stable) is at least
+    ``-max_regression``, roll back when the upper bound is below it, hold in between; None (the plain
+    comparison decides) once both arms reached ``max_sessions``."""
+    assert config.confidence is not None and stable.mean is not None and candidate.mean is not None
+    cap = config.decide_by_mean_at
+    if stable.decided >= cap and candidate.decided >= cap:
+        return None
+    s_var, c_var = stable.variance, candidate.variance
+    if s_var is None or c_var is None:  # evidence without the second moment: nothing to bound
+        return Verdict("hold", f"{detail}: no outcome variance recorded for an arm yet")
+    z = statistics.NormalDist().inv_cdf(config.confidence)
+    diff = candidate.mean - stable.mean
+    se = math.sqrt(s_var / stable.decided + c_var / candidate.decided)
+    low, high = diff - z * se, diff + z * se
+    bounds = f"difference {diff:+.4f}, {config.confidence:g}-confidence bounds [{low:+.4f}, {high:+.4f}]"
+    if low >= -config.max_regression - _TIE:
+        return Verdict("promote", f"{detail}: {bounds}, within it")
+    if high < -config.max_regression - _TIE:
+        return Verdict("rollback", f"{detail}: {bounds}, trails by more")
+    return Verdict("hold", f"{detail}: {bounds}, not decided yet (the means decide at {cap} sessions per arm)")
 
 
 def in_canary(deployment: str, candidate_version: int, session_id: str, fraction: float) -> bool:
@@ -442,7 +473,8 @@ class Canary:
                       "fraction": a.fraction} for a in arms],
             "started_at": st.started_at,
             "stats": stats,
-            "rule": {"min_sessions": self.config.min_sessions, "max_regression": self.config.max_regression},
+            "rule": {"min_sessions": self.config.min_sessions, "max_regression": self.config.max_regression,
+                     "confidence": self.config.confidence, "max_sessions": self.config.decide_by_mean_at},
             "decisions": [decision_json(d) for d in self.store.canary_decisions(deployment, limit=decisions)],
         }
 
@@ -476,7 +508,7 @@ def _decided(evidence: dict[str, Any]) -> list[tuple[str, int, int, float | None
 def _arm(evidence: dict[str, Any], arm: str) -> ArmStats | None:
     for a in evidence["arms"]:
         if a["arm"] == arm:
-            return ArmStats(a["arm"], a["version"], a["sessions"], a["decided"], a["mean"])
+            return ArmStats(a["arm"], a["version"], a["sessions"], a["decided"], a["mean"], a.get("mean_sq"))
     return None
 
 

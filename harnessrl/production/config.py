@@ -69,6 +69,25 @@ class CanaryConfig(BaseModel):
     evaluate_interval_s: float = Field(
         10.0, gt=0, description="How often the gateway compares the arms of running canaries (a hold is "
         "recorded only when its evidence changed).")
+    confidence: float | None = Field(
+        None, gt=0.5, lt=1.0, description="None: compare the means once both arms have min_sessions. A level "
+        "(e.g. 0.9): decide only when the one-sided bound of (candidate - stable) at this confidence is clear of "
+        "-max_regression (promote above, roll back below), else hold, up to max_sessions per arm.")
+    max_sessions: int | None = Field(
+        None, ge=1, description="With confidence: at this many decided sessions per arm the means decide "
+        "as without it (default 4 x min_sessions), so no candidate serves undecided for ever.")
+
+    @property
+    def decide_by_mean_at(self) -> int:
+        """Decided sessions per arm at which the plain comparison decides (``confidence`` set)."""
+        return self.max_sessions if self.max_sessions is not None else 4 * self.min_sessions
+
+    @model_validator(mode="after")
+    def _cap_above_minimum(self) -> CanaryConfig:
+        if self.max_sessions is not None and self.max_sessions < self.min_sessions:
+            raise ValueError(f"[production.canary] max_sessions ({self.max_sessions}) is below min_sessions "
+                             f"({self.min_sessions})")
+        return self
 
 
 class ProductionTrainingConfig(BaseModel):

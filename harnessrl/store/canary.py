@@ -78,17 +78,26 @@ class CanaryState:
 
 @dataclass(frozen=True, slots=True)
 class ArmStats:
-    """Sessions of one (arm, version) created since a time: how many, how many decided, their mean."""
+    """Sessions of one (arm, version) created since a time: how many, how many decided, their mean, and the
+    mean of their squares (the spread a confidence rule needs; None in evidence recorded before it)."""
 
     arm: str
     version: int
     sessions: int
     decided: int
     mean: float | None
+    mean_sq: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"arm": self.arm, "version": self.version, "sessions": self.sessions, "decided": self.decided,
-                "mean": self.mean}
+                "mean": self.mean, "mean_sq": self.mean_sq}
+
+    @property
+    def variance(self) -> float | None:
+        """The outcomes' sample variance (n - 1), None without ``mean_sq`` or with fewer than 2 decided."""
+        if self.mean is None or self.mean_sq is None or self.decided < 2:
+            return None
+        return max(0.0, self.mean_sq - self.mean * self.mean) * self.decided / (self.decided - 1)
 
 
 class CanaryConflict(RuntimeError):
@@ -180,10 +189,12 @@ class CanaryMixin(SqlMixin):
         decided = ", ".join(f"'{s}'" for s in DECIDED)
         sql = (f"SELECT arm, policy_version, COUNT(*) AS n,"
                f" SUM(CASE WHEN outcome_status IN ({decided}) AND outcome IS NOT NULL THEN 1 ELSE 0 END) AS d,"
-               f" AVG(CASE WHEN outcome_status IN ({decided}) THEN outcome END) AS m"
+               f" AVG(CASE WHEN outcome_status IN ({decided}) THEN outcome END) AS m,"
+               f" AVG(CASE WHEN outcome_status IN ({decided}) THEN outcome * outcome END) AS m2"
                f" FROM sessions WHERE deployment = {p} AND created_at >= {p}"
                " GROUP BY arm, policy_version ORDER BY arm, policy_version")
         with self._read() as conn:
             rows = conn.execute(sql, (deployment, since)).fetchall()
         return [ArmStats(r["arm"], int(r["policy_version"]), int(r["n"]), int(r["d"] or 0),
-                         None if r["m"] is None else float(r["m"])) for r in rows]
+                         None if r["m"] is None else float(r["m"]),
+                         None if r["m2"] is None else float(r["m2"])) for r in rows]

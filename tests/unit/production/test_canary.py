@@ -54,6 +54,34 @@ def test_rule_boundary_is_inclusive_despite_float_error() -> None:
         _arm(STABLE, 2, 0.1), _arm(CANARY, 3, 0.1), RULE).reason
 
 
+def _thumbs(arm: str, ups: int, n: int) -> ArmStats:
+    """An arm of ``n`` thumbs (1 or 0), ``ups`` of them up."""
+    return ArmStats(arm, 0 if arm == STABLE else 1, n, n, ups / n, ups / n)
+
+
+def test_confidence_rule_waits_for_evidence_that_clears_the_margin() -> None:
+    rule = CanaryConfig(min_sessions=24, max_regression=0.05, confidence=0.9, max_sessions=200)
+    # 24 thumbs per arm: 0.29 vs 0.46 trails by 0.17, but two such means differ by ~0.14 by chance alone
+    held = decide(_thumbs(STABLE, 11, 24), _thumbs(CANARY, 7, 24), rule)
+    assert held.action == "hold" and "not decided yet" in held.reason, held.reason
+    assert decide(_thumbs(STABLE, 11, 24), _thumbs(CANARY, 7, 24), RULE.model_copy(
+        update={"min_sessions": 24})).action == "rollback"  # the plain comparison decides on the same evidence
+    assert decide(_thumbs(STABLE, 40, 150), _thumbs(CANARY, 50, 150), rule).action == "promote"  # 0.33 vs 0.27
+    assert decide(_thumbs(STABLE, 60, 150), _thumbs(CANARY, 25, 150), rule).action == "rollback"  # 0.17 vs 0.40
+    # at max_sessions the means decide as without confidence
+    at_cap = decide(_thumbs(STABLE, 60, 200), _thumbs(CANARY, 52, 200), rule)  # 0.26 vs 0.30: within 0.05
+    assert at_cap.action == "promote" and "bounds" not in at_cap.reason, at_cap.reason
+    # no second moment (evidence from before it was recorded): nothing to bound, so it holds
+    assert decide(_arm(STABLE, 30, 0.5), _arm(CANARY, 30, 0.5), rule).action == "hold"
+
+
+def test_confidence_rule_settings_are_checked() -> None:
+    assert CanaryConfig(min_sessions=10, confidence=0.9).decide_by_mean_at == 40
+    for bad in ({"confidence": 0.5}, {"confidence": 1.0}, {"min_sessions": 10, "max_sessions": 5}):
+        with pytest.raises(ValueError):
+            CanaryConfig(**bad)
+
+
 def test_assignment_is_stable_per_session_and_close_to_fraction() -> None:
     ids = [f"session-{i}" for i in range(20_000)]
     first = [in_canary("app", 3, s, 0.1) for s in ids]
@@ -97,6 +125,15 @@ def _sessions(store: Store, dep: str, arm: str, version: int, outcomes: list[flo
 def dep(store: Store) -> str:
     store.create_deployment("app", {})
     return "app"
+
+
+def test_arm_stats_carry_the_spread_of_the_outcomes(store: Store, dep: str) -> None:
+    _sessions(store, dep, STABLE, 0, [1.0, 0.0, 1.0, 1.0, None])
+    (arm,) = store.arm_stats(dep, 0.0)
+    assert (arm.sessions, arm.decided) == (5, 4)
+    assert arm.mean == pytest.approx(0.75) and arm.mean_sq == pytest.approx(0.75)
+    assert arm.variance == pytest.approx(0.25)  # sample variance of 1, 0, 1, 1
+    assert ArmStats(**{**arm.as_dict(), "decided": 1}).variance is None  # one outcome has no spread
 
 
 def test_start_serves_the_candidate_beside_stable_and_promotes_a_better_one(store: Store, dep: str) -> None:

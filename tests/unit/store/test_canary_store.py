@@ -119,7 +119,9 @@ def test_arm_stats_count_decided_sessions_since_a_time(store: Store) -> None:
     c = stats["canary", 1]
     assert (c.sessions, c.decided, c.mean) == (2, 1, 1.0)
     assert store.arm_stats("a", t0 + 1000) == []
-    assert stats["canary", 9].as_dict() == {"arm": "canary", "version": 9, "sessions": 1, "decided": 1, "mean": 0.0}
+    assert stats["canary", 9].as_dict() == {"arm": "canary", "version": 9, "sessions": 1, "decided": 1, "mean": 0.0,
+                                            "mean_sq": 0.0}
+    assert st.mean_sq == pytest.approx((1.0 + 0.0 + 0.25) / 3)  # the confidence rule's spread
 
 
 def test_expected_index_refuses_a_stale_writer(store: Store) -> None:

@@ -273,9 +273,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="no line per session")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
-    # A terminated driver unwinds like an interrupted one: the `finally` blocks stop `harnessrl train` and
-    # the app processes instead of leaving them serving.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
     import tomllib
 
@@ -350,4 +347,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # A terminated driver unwinds like an interrupted one: the `finally` blocks stop `harnessrl train` and
+    # the app processes instead of leaving them serving. Set here, not in main(): an in-process caller (the
+    # e2e test under pytest) keeps its own handler.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     sys.exit(main())

@@ -474,7 +474,8 @@ class Canary:
             "started_at": st.started_at,
             "stats": stats,
             "rule": {"min_sessions": self.config.min_sessions, "max_regression": self.config.max_regression,
-                     "confidence": self.config.confidence, "max_sessions": self.config.decide_by_mean_at},
+                     "confidence": self.config.confidence,
+                     "max_sessions": self.config.decide_by_mean_at if self.config.confidence is not None else None},
             "decisions": [decision_json(d) for d in self.store.canary_decisions(deployment, limit=decisions)],
         }
 

@@ -90,12 +90,9 @@ def test_served_reward_rises_and_a_worse_candidate_is_rolled_back(pg_url: str, t
         return [r["correct"] for r in records if r["version"] == version and r["correct"] is not None]
 
     records = learn["records"] + sabotage["records"]
-    mean = {}
-    for v in range(4):
-        xs = served(records, v)
-        assert len(xs) >= 10 or verdicts.get(v) is None, (v, len(xs))
-        if xs:
-            mean[v] = sum(xs) / len(xs)
+    answers = {v: served(records, v) for v in range(4)}
+    assert all(len(xs) >= 10 for xs in answers.values()), {v: len(xs) for v, xs in answers.items()}
+    mean = {v: sum(xs) / len(xs) for v, xs in answers.items()}
     # Served reward rose: the version serving when the learn phase ended was promoted from training on the
     # users' delayed feedback, and the answers it served score higher than v0's.
     stable = max([v for v in (1, 2) if verdicts[v] == "promote"], default=0)

@@ -26,7 +26,7 @@ from harnessrl.training.config import TrainingConfig
 #: ``[training]`` keys of the task loop's advantages (``training/advantages.py``) that production training
 #: does not use: refused there when set, so a config never claims an estimator that is not applied.
 TASK_ONLY_TRAINING_KEYS = frozenset({"estimator", "advantage_eps", "reward_name", "per_call_rewards", "discount",
-                                     "drop_zero_variance_groups"})
+                                     "drop_zero_variance_groups", "replay_best"})
 
 
 class ConfigError(ValueError):
@@ -180,6 +180,15 @@ class HarnessConfig(BaseModel):
 
             check_deployment_name(self.run.deployment)
             self.production.deployments[self.run.deployment] = DeploymentConfig()
+        return self
+
+    @model_validator(mode="after")
+    def _replay_where_it_applies(self) -> HarnessConfig:
+        """Success replay adds past attempts to a policy-gradient batch: refused where it would be ignored."""
+        if self.training.replay_best and (self.run.mode in ("rft", "distill") or self.policies):
+            where = f'[run] mode = "{self.run.mode}"' if self.run.mode in ("rft", "distill") else "[policies]"
+            raise ValueError(f"[training] replay_best is not used with {where} (it replays past attempts into "
+                             "the single policy's policy-gradient batch); remove it")
         return self
 
     @model_validator(mode="after")

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -40,9 +40,13 @@ from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.stack import Stack
 from harnessrl.store import StoreError
 from harnessrl.tasks import LoadedTask
+from harnessrl.training.replay import PastAttempt, choose_replays, replay_samples
 from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
 from harnessrl.weights.checkpoints import save_checkpoint_atomic
 from harnessrl.weights.versions import record_policy_version
+
+if TYPE_CHECKING:
+    from harnessrl.training.train_batch import TrainBatch
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +130,8 @@ class Controller:
         self._pending: dict[str, tuple[AttemptSpec, AttemptResult, RewardOutcome]] = {}
         #: ``[run] mode = "distill"``: the teacher scoring the student's tokens, made at the first step.
         self.teacher: Any = None
+        #: ``[training] replay_best``: each finished step's scored attempts, the pool replays come from.
+        self._past_attempts: dict[int, list[PastAttempt]] = {}
 
     # -- plumbing -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Controller:
@@ -457,6 +463,9 @@ class Controller:
                                             self.config.training.samples)
         else:
             batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
+            if self.config.training.replay_best:
+                await asyncio.to_thread(self._add_replays, step, batch)
+                self._past_attempts[step] = [PastAttempt(rid, step, v) for rid, v in batch.rewards.items()]
         batch.counts["rollouts_stale_dropped"] += stale
         batch.counts.update(self.step_stats.pop(step, Counter()))
         if self.stack.engine is not None and self.config.run.mode != "async":  # idle now: its caches go stale
@@ -477,6 +486,33 @@ class Controller:
                     failed=report.failed, infra=report.infra, reward_mean=report.reward_mean,
                     stale_dropped=stale, seconds=report.seconds)
         return report
+
+    def _add_replays(self, step: int, batch: TrainBatch) -> None:
+        """Success replay (``[training] replay_best``, ``training/replay.py``): the best attempts of earlier
+        steps that beat everything this step scored join its batch."""
+        cfg = self.config.training
+        past = [p for s in range(1, step) for p in self._scored_attempts(s)]
+        chosen = choose_replays(past, list(batch.rewards.values()), cfg.replay_best, cfg.estimator)
+        batch.counts["replay.rollouts"] += 0  # reported every step, 0 included
+        for attempt, advantage in chosen:
+            rollout = self.store.get_rollout(attempt.rollout_id)
+            samples = replay_samples(self.store.get_calls(rollout.id), attempt, rollout.group_id, advantage,
+                                     cfg.samples)
+            batch.samples.extend(samples)
+            batch.advantages[f"replay:{rollout.id}"] = advantage
+            batch.counts["replay.rollouts"] += bool(samples)
+        batch.counts["replay.candidates"] += sum(p.reward > max(batch.rewards.values(), default=math.inf)
+                                                 for p in past)
+
+    def _scored_attempts(self, step: int) -> list[PastAttempt]:
+        """An earlier step's scored training attempts with their training reward, as its batch had them (read
+        back from the store once after a resume; a finished step does not change)."""
+        from harnessrl.training.train_batch import batch_from_store
+
+        if step not in self._past_attempts:
+            rewards = batch_from_store(self.store, self._rollouts_of(step), self.config.training).rewards
+            self._past_attempts[step] = [PastAttempt(rid, step, value) for rid, value in rewards.items()]
+        return self._past_attempts[step]
 
     def _raise_if_all_infra(self, step: int) -> None:
         """A step whose every attempt failed before it could be scored has a cause outside the policy

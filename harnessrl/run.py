@@ -220,7 +220,9 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
                     console.print(
                         f"step {step}/{config.run.steps}: reward {_fmt(rep.reward_mean)} | rollouts "
                         f"{rep.rollouts} (failed {rep.failed}, infra {rep.infra}) | groups trained "
-                        f"{m.get('count/groups.trained', 0)}/{groups} | loss {m.get('loss', 0):.4f} "
+                        f"{m.get('count/groups.trained', 0)}/{groups}"
+                        + (f" replayed {m.get('count/replay.rollouts', 0)}" if config.training.replay_best else "")
+                        + f" | loss {m.get('loss', 0):.4f} "
                         f"clip {m.get('clip_fraction', 0):.3f} kl {m.get('approx_kl', 0):.4f} "
                         f"entropy {m.get('entropy', 0):.2f} | "
                         + " ".join(f"{k} {v:.0f}s" for k, v in rep.seconds.items()))

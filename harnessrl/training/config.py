@@ -88,6 +88,13 @@ class TrainingConfig(BaseModel):
     drop_zero_variance_groups: bool = Field(
         True, description="Skip groups whose rewards are all equal (they carry no signal); reported."
     )
+    replay_best: int = Field(
+        0, ge=0,
+        description="Success replay (self-imitation): up to this many attempts of earlier steps whose reward is "
+        "above every reward of the current step are trained again in it, best first, with advantage (reward - "
+        "the step's mean reward), divided by the step's std under grpo, at ratio 1 against the current policy. "
+        "Replay stops once the policy reaches that reward itself (harnessrl/training/replay.py); 0 = off.",
+    )
 
     # -- loss ------------------------------------------------------------------------------------------
     normalization: Literal["rollout", "token", "sequence"] = Field(

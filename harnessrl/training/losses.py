@@ -79,8 +79,15 @@ def policy_loss(
     letting rare tokens explode the update. The old logprobs are ``old_logp`` (the trainer's, computed
     before a step's first update) when a step takes several updates, else ``logp`` detached (equal to
     them at a step's only update).
+
+    A NaN behaviour logprob (a replayed success, ``training/replay.py``) means "sampled by an older policy
+    whose ratio does not apply": the token is taken against the current policy (the trainer's "old"
+    logprobs when a step takes several updates), so its ratio starts at 1 and its importance weight is 1.
     """
     high = clip_eps if clip_eps_high is None else clip_eps_high
+    current = torch.isnan(behaviour_logp)  # replayed tokens (training/replay.py): ratio 1 against this policy
+    if bool(current.any()):
+        behaviour_logp = torch.where(current, logp.detach() if old_logp is None else old_logp, behaviour_logp)
     if tis_cap is not None:
         old = logp.detach() if old_logp is None else old_logp
         is_w = torch.exp(old - behaviour_logp).clamp(max=tis_cap)

@@ -47,7 +47,8 @@ def test_the_gateway_command_takes_a_mode() -> None:
     assert config.gateway.mode == "production"
 
 
-@pytest.mark.parametrize("key", ['estimator = "dr_grpo"', "per_call_rewards = true", 'reward_name = "thumbs"'])
+@pytest.mark.parametrize("key", ['estimator = "dr_grpo"', "per_call_rewards = true", 'reward_name = "thumbs"',
+                                 "replay_best = 4"])
 def test_task_loop_advantage_keys_are_refused_for_production_training(tmp_path: Path, key: str) -> None:
     """Production advantages are outcome minus a running or task-group mean: a key of the task loop's
     estimator would be silently ignored, so it is refused with the reason."""

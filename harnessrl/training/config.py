@@ -121,6 +121,12 @@ class TrainingConfig(BaseModel):
 
     # -- optimisation ----------------------------------------------------------------------------------
     lr: float = Field(1e-5, gt=0, description="AdamW learning rate.")
+    warmup_steps: int = Field(
+        0, ge=0, description="Linear lr warmup over the first training steps: step k (from 0) trains at lr x "
+        "(k + 1) / (warmup_steps + 1). AdamW's first update moves every parameter by about lr whatever the "
+        "batch's signal (its moment estimates start from one gradient); warmup makes the first, least "
+        "informed updates smaller. 0 = off.",
+    )
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     grad_clip: float | None = Field(1.0, gt=0, description="Max global gradient norm; None = no clipping.")

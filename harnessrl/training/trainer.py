@@ -162,6 +162,8 @@ class Trainer:
         # Several updates with truncated IS: the "old" policy is the trainer before this step's first update.
         old = self._old_logprobs(mine) if cfg.tis_cap is not None and updates > 1 else None
         t1 = time.perf_counter()
+        for group in self.optimizer.param_groups:  # warmup by training step: a resumed run continues it
+            group["lr"] = cfg.lr * min(1.0, (self.step_count + 1) / (cfg.warmup_steps + 1))
         sums: Counter[str] = Counter()
         ref_time = 0.0
         norms: list[float] = []

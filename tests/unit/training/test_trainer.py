@@ -107,6 +107,26 @@ def test_a_resumed_run_trains_at_its_own_lr_with_the_saved_moments(tmp_path):
     assert resumed.optimizer.state  # Adam's moments came back with the checkpoint
 
 
+def test_warmup_scales_the_first_steps_lr_and_continues_after_a_resume(tmp_path):
+    """Step k trains at lr x (k+1)/(warmup+1); the first update of a warmed-up run moves the weights less."""
+    batch = _batch(tiny_llama(), seed=3)
+    warm = Trainer(tiny_llama(), _cfg(warmup_steps=2))
+    cold = Trainer(tiny_llama(), _cfg())
+    assert [warm.step(batch)["lr"] for _ in range(2)] == pytest.approx([5e-3 / 3, 5e-3 * 2 / 3])
+    assert cold.step(batch)["lr"] == 5e-3
+
+    def moved(trainer):
+        return sum(float(p.detach().abs().sum()) for n, p in trainer.model.named_parameters() if "lora_B" in n)
+
+    first_warm = Trainer(tiny_llama(), _cfg(warmup_steps=2))
+    first_warm.step(batch)
+    assert 0 < moved(first_warm) < moved(cold) / 2  # lora_B starts at 0: what moved is the first update
+    path = warm.save_checkpoint(tmp_path / "ck")
+    resumed = Trainer(tiny_llama(), _cfg(warmup_steps=2))
+    resumed.load_checkpoint(path)
+    assert resumed.step(batch)["lr"] == pytest.approx(5e-3)  # step 2: warmup over
+
+
 def test_kl_to_reference_is_zero_at_start_then_positive():
     model = tiny_llama()
     batch = _batch(model)

@@ -267,3 +267,23 @@ def test_entropy_bonus_keeps_the_policy_entropy_higher_than_without():
         ends[coef] = [trainer.step(batch)["entropy"] for _ in range(6)]
     assert ends[0.0][-1] < ends[0.0][0], ends  # without the bonus the policy sharpens
     assert ends[0.5][-1] > ends[0.0][-1] + 0.05, ends
+
+
+def test_a_replayed_sample_trains_as_if_sampled_by_the_current_policy():
+    """NaN behaviour logprobs (success replay) give exactly the update of the same sample carrying the
+    current policy's own logprobs: ratio 1, nothing clipped, a finite loss."""
+    import dataclasses
+
+    batch = _batch(tiny_llama(), seed=4)
+    stale = dataclasses.replace(batch[1], behaviour_logprobs=[-9.0 if m else 0.0 for m in batch[1].loss_mask])
+    replayed = dataclasses.replace(batch[1], behaviour_logprobs=[math.nan if m else 0.0 for m in batch[1].loss_mask])
+    own, as_replay, as_stale = (Trainer(tiny_llama(), _cfg()) for _ in range(3))
+    m_own = own.step(batch)
+    m_replay = as_replay.step([batch[0], replayed, *batch[2:]])
+    as_stale.step([batch[0], stale, *batch[2:]])
+    assert math.isfinite(m_replay["loss"]) and m_replay["loss"] == pytest.approx(m_own["loss"], abs=1e-7)
+    assert m_replay["clip_fraction"] == pytest.approx(m_own["clip_fraction"])
+    for (_, p), (_, q) in zip(own.model.named_parameters(), as_replay.model.named_parameters(), strict=True):
+        assert torch.allclose(p, q, atol=1e-7)
+    assert any(not torch.allclose(p, r, atol=1e-7)
+               for (_, p), (_, r) in zip(own.model.named_parameters(), as_stale.model.named_parameters(), strict=True))

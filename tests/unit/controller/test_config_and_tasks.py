@@ -128,9 +128,10 @@ def test_run_seed_seeds_engine_and_trainer_unless_they_say_otherwise(tmp_path: P
 
 
 def test_the_demo_config_is_seeded_with_the_measured_settings() -> None:
-    """grpo without dynamic sampling, sampled at temperature 1.0 for training: the settings that learned in
-    recorded runs (at 0.7 the policy collapsed onto the 0.25 sentence: docs/training.md)."""
+    """dr_grpo with success replay and a 2-step lr warmup, no dynamic sampling, sampled at temperature 1.0
+    for training: the settings that learned in every recorded run (docs/training.md, section 7)."""
     cfg = load_config(Path(__file__).resolve().parents[3] / "examples" / "demo" / "config.toml")
-    assert not cfg.run.dynamic_sampling and cfg.training.estimator == "grpo"
+    assert not cfg.run.dynamic_sampling and cfg.training.estimator == "dr_grpo"
+    assert cfg.training.replay_best == 4 and cfg.training.warmup_steps == 2
     assert cfg.run.train_temperature == 1.0 and cfg.run.eval_temperature == 0.0
     assert cfg.training.seed == cfg.engine.seed == cfg.run.seed

@@ -40,7 +40,7 @@ from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.stack import Stack
 from harnessrl.store import StoreError
 from harnessrl.tasks import LoadedTask
-from harnessrl.training.replay import PastAttempt, choose_replays, replay_samples
+from harnessrl.training.replay import PastAttempt, beating, choose_replays, replay_samples
 from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
 from harnessrl.weights.checkpoints import save_checkpoint_atomic
 from harnessrl.weights.versions import record_policy_version
@@ -491,8 +491,10 @@ class Controller:
         """Success replay (``[training] replay_best``, ``training/replay.py``): the best attempts of earlier
         steps that beat everything this step scored join its batch."""
         cfg = self.config.training
-        past = [p for s in range(1, step) for p in self._scored_attempts(s)]
-        chosen = choose_replays(past, list(batch.rewards.values()), cfg.replay_best, cfg.estimator)
+        rewards = list(batch.rewards.values())
+        candidates = beating([p for s in range(1, step) for p in self._scored_attempts(s)], rewards)
+        chosen = choose_replays(candidates, rewards, cfg.replay_best, cfg.estimator)
+        batch.counts["replay.candidates"] += len(candidates)
         batch.counts["replay.rollouts"] += 0  # reported every step, 0 included
         for attempt, advantage in chosen:
             rollout = self.store.get_rollout(attempt.rollout_id)
@@ -501,8 +503,6 @@ class Controller:
             batch.samples.extend(samples)
             batch.advantages[f"replay:{rollout.id}"] = advantage
             batch.counts["replay.rollouts"] += bool(samples)
-        batch.counts["replay.candidates"] += sum(p.reward > max(batch.rewards.values(), default=math.inf)
-                                                 for p in past)
 
     def _scored_attempts(self, step: int) -> list[PastAttempt]:
         """An earlier step's scored training attempts with their training reward, as its batch had them (read

@@ -85,9 +85,10 @@ def policy_loss(
     logprobs when a step takes several updates), so its ratio starts at 1 and its importance weight is 1.
     """
     high = clip_eps if clip_eps_high is None else clip_eps_high
-    current = torch.isnan(behaviour_logp)  # replayed tokens (training/replay.py): ratio 1 against this policy
-    if bool(current.any()):
-        behaviour_logp = torch.where(current, logp.detach() if old_logp is None else old_logp, behaviour_logp)
+    # replayed tokens (training/replay.py): ratio 1 against this policy; no `.any()` test, which would stall
+    # the GPU on a host sync for every micro-batch
+    current = logp.detach() if old_logp is None else old_logp
+    behaviour_logp = torch.where(torch.isnan(behaviour_logp), current, behaviour_logp)
     if tis_cap is not None:
         old = logp.detach() if old_logp is None else old_logp
         is_w = torch.exp(old - behaviour_logp).clamp(max=tis_cap)

@@ -37,27 +37,34 @@ class PastAttempt:
     reward: float
 
 
+def beating(past: Sequence[PastAttempt], step_rewards: Sequence[float]) -> list[PastAttempt]:
+    """The past attempts whose reward is above every reward of this step, best first (most recent first
+    among equals); none when the step scored nothing (there is nothing to beat)."""
+    if not step_rewards:
+        return []
+    best_now = max(step_rewards)
+    better = [p for p in past if p.reward > best_now + 1e-12]
+    return sorted(better, key=lambda p: (-p.reward, -p.step, p.rollout_id))
+
+
 def choose_replays(
     past: Sequence[PastAttempt], step_rewards: Sequence[float], k: int, estimator: str
 ) -> list[tuple[PastAttempt, float]]:
-    """Up to ``k`` past attempts whose reward beats every reward of this step, best first (most recent
-    first among equals), each with its advantage against this step's rewards.
+    """The first ``k`` of ``beating``, each with its advantage against this step's rewards.
 
     The advantage is the attempt's reward minus this step's mean reward, divided by the step's reward std
     under ``grpo`` (when the step's rewards differ; the same scale its own groups use, roughly) and by 1
     under ``dr_grpo``/``rloo``. A step with no scored attempt replays nothing: there is nothing to beat.
     """
-    if k <= 0 or not step_rewards:
+    chosen = beating(past, step_rewards)[:k] if k > 0 else []
+    if not chosen:
         return []
-    best_now = max(step_rewards)
     mean = statistics.fmean(step_rewards)
     scale = 1.0
     if estimator == "grpo" and len(step_rewards) > 1:
         std = statistics.stdev(step_rewards)
         scale = std if std > 1e-12 else 1.0
-    better = [p for p in past if p.reward > best_now + 1e-12]
-    better.sort(key=lambda p: (-p.reward, -p.step, p.rollout_id))
-    return [(p, (p.reward - mean) / scale) for p in better[:k]]
+    return [(p, (p.reward - mean) / scale) for p in chosen]
 
 
 def replay_samples(calls: Sequence[Call], attempt: PastAttempt, group_id: str, advantage: float,

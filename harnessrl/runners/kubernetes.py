@@ -125,7 +125,9 @@ class KubernetesRunner(Runner):
                 logger.info("rollout %s: attached to existing Job %s", spec.rollout_id, name)
             if on_start is not None:
                 on_start(handle)
-            return await self._follow(spec, name, handle, cancel, started, created)
+            if self._detached:  # detached while the Job was being created: it runs on, unwatched
+                raise RunnerError(detached_reason(spec, name))
+            return await self._follow(spec, name, handle, cancel, started, created, watcher)
         except asyncio.CancelledError:
             if not self._detached:  # the awaiting task was cancelled: the attempt goes too
                 await asyncio.shield(self._delete(name))
@@ -238,11 +240,20 @@ class KubernetesRunner(Runner):
         return made, True
 
     async def _follow(
-        self, spec: AttemptSpec, name: str, handle: str, cancel: asyncio.Event, started: float, created: bool
+        self,
+        spec: AttemptSpec,
+        name: str,
+        handle: str,
+        cancel: asyncio.Event,
+        started: float,
+        created: bool,
+        watcher: JobWatcher,
     ) -> AttemptResult:
-        """Wait for the Job's end (or a cancel), then read its pod and classify."""
-        assert self._watcher is not None
-        terminal = self._watcher.wait(name)
+        """Wait for the Job's end (or a cancel), then read its pod and classify.
+
+        ``watcher`` is the one this attempt started with: ``detach`` may drop the runner's own
+        reference at any await."""
+        terminal = watcher.wait(name)
         waiter = asyncio.ensure_future(cancel.wait())
         limit = spec.timeout_s + self.k8s.deadline_grace_s
         try:
@@ -250,7 +261,7 @@ class KubernetesRunner(Runner):
         finally:
             waiter.cancel()
         if self._detached:
-            raise RunnerError(f"runner detached while rollout {spec.rollout_id} runs; Job {name} continues")
+            raise RunnerError(detached_reason(spec, name))
         if cancel.is_set() and not terminal.done():
             terminal.cancel()
             await self._delete(name)
@@ -274,7 +285,7 @@ class KubernetesRunner(Runner):
             )
         if isinstance(job, str):
             return infra_result(spec, RolloutStatus.FAILED, FailureKind.INFRA, job, started, handle)
-        return await self._finish(spec, name, handle, job, started, created)
+        return await self._finish(spec, name, handle, job, started, created, watcher)
 
     async def _overdue(self, name: str, terminal: asyncio.Future[JsonDict | None]) -> JsonDict | str | None:
         """No terminal status after the deadline plus grace: read the Job once; if still running, stop it."""
@@ -297,17 +308,24 @@ class KubernetesRunner(Runner):
         )
 
     async def _finish(
-        self, spec: AttemptSpec, name: str, handle: str, job: JsonDict, started: float, created: bool
+        self,
+        spec: AttemptSpec,
+        name: str,
+        handle: str,
+        job: JsonDict,
+        started: float,
+        created: bool,
+        watcher: JobWatcher,
     ) -> AttemptResult:
-        assert self._watcher is not None
-        assert self._api is not None
+        if self._api is None:  # detached after the Job ended, before its pod was read
+            raise RunnerError(detached_reason(spec, name))
         pod = await newest_pod(self._api, self.k8s.namespace, name)
         outcome = classify(
             job,
             pod,
             container=self._container,
             timeout_s=spec.timeout_s,
-            seen_ready=name in self._watcher.ready_seen,
+            seen_ready=name in watcher.ready_seen,
             seen_from_creation=created,
         )
         tail = await log_tail(
@@ -382,6 +400,10 @@ class KubernetesRunner(Runner):
         if self._api is not None:
             self._api.close()
         self._api, self._watcher = None, None
+
+
+def detached_reason(spec: AttemptSpec, name: str) -> str:
+    return f"runner detached while rollout {spec.rollout_id} runs; Job {name} continues"
 
 
 async def _wait_or_cancel(awaitable: Any, cancel: asyncio.Event, undo: Any = None) -> bool:

@@ -37,17 +37,19 @@ class Fault:
     ``after``: let the request change the state first (a create that succeeded but whose answer was
     lost on the way back). ``watch``: match only watch requests (True) or only others (False).
     ``event``: answer 200 with one watch ``ERROR`` event carrying the status, as the API server does
-    when a watch's resourceVersion has expired.
+    when a watch's resourceVersion has expired. ``delay_s``: wait that long before answering; with
+    ``status`` None the request takes effect at once and its normal answer comes late.
     """
 
     method: str
     path: str
-    status: int
+    status: int | None
     times: int = 1
     after: bool = False
     watch: bool | None = None
     event: bool = False
     message: str | None = None
+    delay_s: float = 0.0
     hits: int = field(default=0)
 
     def matches(self, request: Any) -> bool:
@@ -71,6 +73,11 @@ class FaultyCluster(kmock.KubernetesEmulator):
         if fault is None:
             return await super()._handle(request)
         fault.hits += 1
+        if fault.status is None:
+            answer = await super()._handle(request)
+            await asyncio.sleep(fault.delay_s)
+            return answer
+        await asyncio.sleep(fault.delay_s)
         if fault.after:
             await super()._handle(request)
         if fault.event:

@@ -221,6 +221,21 @@ async def test_job_deleted_by_someone_else_is_infra(cluster: Cluster) -> None:
     await runner.aclose()
 
 
+async def test_detach_while_a_job_is_being_created_leaves_it_running(cluster: Cluster) -> None:
+    """Detach lands after the Job exists but before its create was answered (a slow API server): the
+    attempt ends as detached, not on a watcher that detach already dropped."""
+    runner = runner_for(cluster)
+    name = job_name("r1")
+    cluster.km.faults.append(Fault("POST", JOBS, None, delay_s=0.5))
+    task = asyncio.create_task(runner.run(spec(runner.config, "r1")))
+    await cluster.wait_job(name)
+    await runner.detach()
+    with pytest.raises(RunnerError, match="detached"):
+        await task
+    assert cluster.km.faults[0].hits == 1  # detach did land while the launch was in flight
+    assert await cluster.job(name) is not None
+
+
 async def test_restart_reattaches_instead_of_relaunching(cluster: Cluster) -> None:
     first = runner_for(cluster)
     running = asyncio.create_task(first.run(spec(first.config, "r1")))

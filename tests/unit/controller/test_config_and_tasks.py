@@ -129,7 +129,7 @@ def test_run_seed_seeds_engine_and_trainer_unless_they_say_otherwise(tmp_path: P
 
 def test_the_demo_config_is_seeded_with_the_measured_settings() -> None:
     """dr_grpo with success replay and a 2-step lr warmup, no dynamic sampling, sampled at temperature 1.0
-    for training: the settings that learned in every recorded run (docs/training.md, section 7)."""
+    for training: the best measured settings (4 of 6 runs learned; docs/training.md, section 7)."""
     cfg = load_config(Path(__file__).resolve().parents[3] / "examples" / "demo" / "config.toml")
     assert not cfg.run.dynamic_sampling and cfg.training.estimator == "dr_grpo"
     assert cfg.training.replay_best == 4 and cfg.training.warmup_steps == 2

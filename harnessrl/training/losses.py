@@ -90,7 +90,7 @@ def policy_loss(
     current = logp.detach() if old_logp is None else old_logp
     behaviour_logp = torch.where(torch.isnan(behaviour_logp), current, behaviour_logp)
     if tis_cap is not None:
-        old = logp.detach() if old_logp is None else old_logp
+        old = current
         is_w = torch.exp(old - behaviour_logp).clamp(max=tis_cap)
     else:
         old = behaviour_logp

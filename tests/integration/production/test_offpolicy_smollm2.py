@@ -70,10 +70,11 @@ def test_sessions_to_one_off_policy_update(engine, tmp_path: Path) -> None:
             store.touch_sessions([SessionTouch("support", f"s{i}", 2, time.time())], window.window_s)  # type: ignore[attr-defined]
             if f"s{i}" in thumbs:
                 store.add_feedback("support", f"s{i}", "thumbs", thumbs[f"s{i}"])  # type: ignore[attr-defined]
-        counts = close_due_windows(store, window)["support"]  # the earlier sessions' windows may be closed
+        # the earlier sessions' windows may be closed already (on a slow machine), or none yet (a fast one)
+        counts = close_due_windows(store, window).get("support", Counter())
         assert store.get_session_window("support", "s3").outcome_status == "open"  # type: ignore[attr-defined]
         time.sleep(window.window_s)
-        counts.update(close_due_windows(store, window)["support"])
+        counts.update(close_due_windows(store, window).get("support", Counter()))
         assert counts == Counter({SCORED: 3, DROPPED: 1})
 
         config = HarnessConfig.model_validate({"run": {"source": "production", "deployment": "support"},

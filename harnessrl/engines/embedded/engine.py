@@ -120,7 +120,7 @@ class EmbeddedEngine:
         self._waiting: deque[_Request] = deque()
         self._prefilling: list[_Request] = []
         self._running: list[Sequence] = []
-        self._kv = BatchKV()
+        self._kv = BatchKV(self.config.max_batch)
         self._barriers: deque[_Barrier] = deque()
         self._seeds = itertools.count()
         self._closed = False
@@ -517,7 +517,7 @@ class EmbeddedEngine:
             if waiting:
                 reqs.update({id(r): r for r in self._waiting})
                 self._waiting.clear()
-            self._running, self._prefilling, self._kv = [], [], BatchKV()
+            self._running, self._prefilling, self._kv = [], [], BatchKV(self.config.max_batch)
         for req in reqs.values():
             req.handle._emit(Failed(message))
             req.handle._finish()

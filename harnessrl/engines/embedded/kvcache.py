@@ -2,8 +2,13 @@
 
 Every row ends at the same column, so one decode step writes every sequence's new key/value at the same
 place; shorter histories are left-padded and masked. A new sequence (prefilled alone, so no padded query rows
-ever exist) is copied in on join; finished rows are dropped and fully padded leading columns trimmed. The
-buffers keep spare capacity so a decode step writes in place instead of re-concatenating the whole cache.
+ever exist) is copied in on join; finished rows are dropped and fully padded leading columns trimmed.
+
+The buffers keep spare rows and spare columns on both sides, and the used part is a window
+``[:batch, :, lo:hi]`` of them. Joining, leaving and trimming move that window and write only the rows
+that change: when 24 attempts join one at a time (each harness sends its call when it is ready), copying
+the whole batch on every join costs O(batch^2) copies a wave, a fifth of the engine's time in the
+demo's rollouts (py-spy), and a fresh multi-MB buffer each time, whose pages the kernel must fault in.
 """
 
 from __future__ import annotations
@@ -12,29 +17,51 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+#: Spare columns kept left of the window (a newcomer longer than the batch extends it there, no copy) and
+#: right of it (decode steps write there); a buffer that runs out is reallocated with this much again.
+SPARE_COLUMNS = 64
+
 
 class _GrowLayer(DynamicLayer):
-    """A DynamicLayer that writes into a preallocated buffer; ``keys``/``values`` are views of the used part."""
+    """A DynamicLayer over preallocated buffers; ``keys``/``values`` are views of the used window."""
 
-    def __init__(self, kbuf: torch.Tensor, vbuf: torch.Tensor, length: int) -> None:
+    def __init__(self, kbuf: torch.Tensor, vbuf: torch.Tensor) -> None:
         super().__init__()
-        self.kbuf, self.vbuf, self.length = kbuf, vbuf, length
+        self.kbuf, self.vbuf = kbuf, vbuf
+        self.batch = self.lo = self.hi = 0
         self.is_initialized = True
         self.device = kbuf.device
         self._views()
 
+    @property
+    def length(self) -> int:
+        return self.hi - self.lo
+
     def _views(self) -> None:
-        self.keys = self.kbuf[:, :, : self.length]
-        self.values = self.vbuf[:, :, : self.length]
+        self.keys = self.kbuf[: self.batch, :, self.lo : self.hi]
+        self.values = self.vbuf[: self.batch, :, self.lo : self.hi]
+
+    def reshape(self, rows: int, hi: int, cap: int) -> None:
+        """Move the used window to end at column ``hi`` of new ``[rows, H, cap, D]`` buffers (right-aligned:
+        the window's last column lands on ``hi``). Spare parts are left unwritten (``new_empty``): they are never
+        read before a join or a decode step writes them, and pages never written are not resident."""
+        n = self.length
+        for name in ("kbuf", "vbuf"):
+            old = getattr(self, name)
+            buf = old.new_empty(rows, old.shape[1], cap, old.shape[3])
+            if n:
+                buf[: self.batch, :, hi - n : hi] = old[: self.batch, :, self.lo : self.hi]
+            setattr(self, name, buf)
+        self.lo, self.hi = hi - n, hi
+        self._views()
 
     def update(self, key_states, value_states, *args, **kwargs):  # type: ignore[override]
-        need = self.length + key_states.shape[-2]
+        need = self.hi + key_states.shape[-2]
         if need > self.kbuf.shape[2]:
-            self.kbuf = _grow(self.kbuf, need)
-            self.vbuf = _grow(self.vbuf, need)
-        self.kbuf[:, :, self.length : need] = key_states
-        self.vbuf[:, :, self.length : need] = value_states
-        self.length = need
+            self.reshape(self.kbuf.shape[0], self.hi, need + max(SPARE_COLUMNS, self.length // 2))
+        self.kbuf[: self.batch, :, self.hi : need] = key_states
+        self.vbuf[: self.batch, :, self.hi : need] = value_states
+        self.hi = need
         self._views()
         return self.keys, self.values
 
@@ -42,19 +69,12 @@ class _GrowLayer(DynamicLayer):
         return self.length
 
 
-def _grow(buf: torch.Tensor, need: int) -> torch.Tensor:
-    """A larger buffer holding ``buf``. The spare columns are left unwritten (``new_empty``): they are never
-    read before a decode step writes them, and pages never written are not resident, so spare capacity
-    costs address space, not memory."""
-    bigger = buf.new_empty(buf.shape[0], buf.shape[1], max(need, int(buf.shape[2] * 1.5) + 16), buf.shape[3])
-    bigger[:, :, : buf.shape[2]] = buf
-    return bigger
-
-
 class BatchKV:
     """KV cache + validity mask of the running batch (row i = i-th running sequence)."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_rows: int | None = None) -> None:
+        #: Rows a buffer is sized for at most (the engine's ``max_batch``); None: grow as needed.
+        self.max_rows = max_rows
         self.layers: list[_GrowLayer] = []
         self.valid = torch.zeros(0, 0, dtype=torch.bool)  # [B, L]: False = left padding
 
@@ -78,47 +98,46 @@ class BatchKV:
     def after_step(self, mask: torch.Tensor) -> None:
         self.valid = mask
 
+    def _row_capacity(self, need: int) -> int:
+        grown = max(need, 2 * self.batch, 4)
+        return max(need, min(grown, self.max_rows)) if self.max_rows else grown
+
     def join(self, row_layers: list[tuple[torch.Tensor, torch.Tensor]], copies: int) -> None:
         """Append ``copies`` rows holding a prefilled sequence (per-layer ``[1, H, P, D]`` keys/values)."""
         plen = row_layers[0][0].shape[2]
         old_b, old_len = self.batch, self.length
-        new_len = max(old_len, plen)
-        shift = new_len - old_len  # existing rows move right when the newcomer is longer
+        new_b, new_len = old_b + copies, max(old_len, plen)
         if not self.layers:
             self.layers = [
-                _GrowLayer(
-                    torch.zeros(0, k.shape[1], 0, k.shape[3], dtype=k.dtype),
-                    torch.zeros(0, v.shape[1], 0, v.shape[3], dtype=v.dtype),
-                    0,
-                )
+                _GrowLayer(torch.empty(0, k.shape[1], 0, k.shape[3], dtype=k.dtype),
+                           torch.empty(0, v.shape[1], 0, v.shape[3], dtype=v.dtype))
                 for k, v in row_layers
             ]
-        cap = new_len + 64
+        first = self.layers[0]
+        if new_b > first.kbuf.shape[0] or first.hi - new_len < 0:  # no room: new buffers, spare on both sides
+            hi = new_len + SPARE_COLUMNS
+            for layer in self.layers:
+                layer.reshape(self._row_capacity(new_b), hi, hi + SPARE_COLUMNS)
+        hi = first.hi
+        lo = hi - new_len
         for layer, (k, v) in zip(self.layers, row_layers, strict=True):
-            for name, src in (("kbuf", k), ("vbuf", v)):
-                old = getattr(layer, name)
-                buf = old.new_empty(old_b + copies, old.shape[1], cap, old.shape[3])
-                buf[:, :, :new_len] = 0  # left padding is read (masked; 0 x NaN would still be NaN); spare is not
-                buf[:old_b, :, shift:new_len] = old[:, :, :old_len]
-                buf[old_b:, :, new_len - plen : new_len] = src[0]
-                setattr(layer, name, buf)
-            layer.length = new_len
+            for buf, src in ((layer.kbuf, k), (layer.vbuf, v)):
+                # left padding is read (masked; 0 x NaN would still be NaN), so it must hold zeros
+                buf[:old_b, :, lo : layer.lo] = 0  # the window grows left when the newcomer is longer
+                buf[old_b:new_b, :, lo : hi - plen] = 0
+                buf[old_b:new_b, :, hi - plen : hi] = src[0]
+            layer.batch, layer.lo = new_b, lo
             layer._views()
-        valid = torch.zeros(old_b + copies, new_len, dtype=torch.bool)
-        valid[:old_b, shift:] = self.valid
+        valid = torch.zeros(new_b, new_len, dtype=torch.bool)
+        valid[:old_b, new_len - old_len :] = self.valid
         valid[old_b:, new_len - plen :] = True
         self.valid = valid
 
     def row(self, i: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """A copy of row ``i``'s valid columns, per layer ``[1, H, T, D]`` (for the prefix cache)."""
         n = int(self.valid[i].sum())
-        return [
-            (
-                layer.kbuf[i : i + 1, :, layer.length - n : layer.length].clone(),
-                layer.vbuf[i : i + 1, :, layer.length - n : layer.length].clone(),
-            )
-            for layer in self.layers
-        ]
+        return [(layer.kbuf[i : i + 1, :, layer.hi - n : layer.hi].clone(),
+                 layer.vbuf[i : i + 1, :, layer.hi - n : layer.hi].clone()) for layer in self.layers]
 
     def keep(self, rows: list[int]) -> None:
         """Keep only ``rows`` (in this order) and drop leading columns that are padding in every row."""
@@ -131,10 +150,13 @@ class BatchKV:
         start = int(torch.argmax(any_valid.to(torch.int8))) if bool(any_valid.any()) else valid.shape[1]
         if start == 0 and rows == list(range(self.batch)):
             return
-        length = self.length
+        moved = next((j for j, i in enumerate(rows) if i != j), len(rows))  # rows before it stay in place
+        source = index[moved:]
         for layer in self.layers:
-            layer.kbuf = layer.kbuf.index_select(0, index)[:, :, start:].contiguous()
-            layer.vbuf = layer.vbuf.index_select(0, index)[:, :, start:].contiguous()
-            layer.length = length - start
+            lo = layer.lo + start
+            if moved < len(rows):
+                for buf in (layer.kbuf, layer.vbuf):
+                    buf[moved : len(rows), :, lo : layer.hi] = buf[:, :, lo : layer.hi].index_select(0, source)
+            layer.batch, layer.lo = len(rows), lo
             layer._views()
         self.valid = valid[:, start:]

@@ -16,7 +16,7 @@ import shutil
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,6 +154,18 @@ class _ProgressBar:
         self.progress.update(self.task, advance=1, total=max(task.total or 0, task.completed + 1))
 
 
+@contextlib.asynccontextmanager
+async def _cancelled_on_exit(pending: dict[int, asyncio.Task[Any]]) -> AsyncIterator[None]:
+    """Collections started ahead of their step (step 1 beside the first evaluation, async mode's next
+    steps) are stopped when the run stops early, while the controller can still cancel their attempts."""
+    try:
+        yield
+    finally:
+        for task in pending.values():
+            task.cancel()
+        await asyncio.gather(*pending.values(), return_exceptions=True)
+
+
 def _fmt(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.3f}"
 
@@ -190,7 +202,8 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
         try:
             if ckpt is not None:
                 record_policy_version(store, stack.trainer.policy_version, ckpt, run_id=run_id, step=done)
-            async with Controller(config, stack, run_id, tasks) as ctl:
+            pending: dict[int, asyncio.Task[Any]] = {}  # steps whose rollouts are being collected
+            async with Controller(config, stack, run_id, tasks) as ctl, _cancelled_on_exit(pending):
                 baseline = _baseline_from_events(run_dir)
                 if console.is_terminal:
                     evals = int(baseline is None and done == 0 and config.run.eval_at_start) + 1 + (
@@ -202,14 +215,18 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
                     bar.progress.start()
                 else:
                     ctl.on_finished = _progress_counter(console)
-                if baseline is None and done == 0 and config.run.eval_at_start and tasks[TaskSplit.EVAL]:
-                    t = time.perf_counter()
-                    baseline = await ctl.evaluate(0)
-                    console.print(f"eval v0: held-out reward {_fmt(baseline.mean_reward)} "
-                                  f"({baseline.tasks} tasks, {time.perf_counter() - t:.0f}s)")
                 # async mode: the next `max_staleness` steps' rollouts run while this step trains
                 ahead = config.run.max_staleness if config.run.mode == "async" else 0
-                pending: dict[int, asyncio.Task[Any]] = {}
+                if baseline is None and done == 0 and config.run.eval_at_start and tasks[TaskSplit.EVAL]:
+                    t = time.perf_counter()
+                    # step 1 (and async mode's steps ahead) sample the untrained policy, as this evaluation
+                    # does: they share the runner's slots, so neither waits for the other's last attempts
+                    for s in range(1, min(1 + ahead, config.run.steps) + 1):
+                        pending[s] = asyncio.create_task(ctl.collect_step(s))
+                    baseline = await ctl.evaluate(0)
+                    console.print(f"eval v0: held-out reward {_fmt(baseline.mean_reward)} "
+                                  f"({baseline.tasks} tasks, {time.perf_counter() - t:.0f}s"
+                                  + (", beside step 1's rollouts)" if pending else ")"))
                 for step in range(done + 1, config.run.steps + 1):
                     for s in range(step, min(step + ahead, config.run.steps) + 1):
                         if s not in pending:

@@ -76,6 +76,11 @@ def test_train_loop_records_everything_and_advances_the_policy(tmp_path: Path) -
     # step 1 ran on version 0; step 2's calls were served by the version published after step 1
     assert {c.policy_version for r in train if r.step == 1 for c in store.get_calls(r.id)} == {0}
     assert {c.policy_version for r in train if r.step == 2 for c in store.get_calls(r.id)} == {1}
+    # step 1 samples the untrained policy as the first evaluation does: it is launched beside it, not after
+    first_eval = [r for r in store.list_rollouts(run_id=summary.run_id, limit=1000)
+                  if r.metadata.get("split") == "eval" and ":eval:v0:" in (r.group_id or "")]
+    assert len(first_eval) == 3
+    assert min(r.created_at for r in train if r.step == 1) < max(r.finished_at or 0 for r in first_eval)
     versions = [v.version for v in store.list_policy_versions(summary.run_id)]
     assert versions == [1, 2]
     assert (config.run_dir / "checkpoints" / "step_000002").is_dir()
@@ -175,8 +180,10 @@ def test_async_mode_overlaps_steps_within_the_staleness_bound(tmp_path: Path) ->
     summary = run_train(config)
     store = open_store(config.store_url)
     train = [r for r in store.list_rollouts(run_id=summary.run_id, limit=1000) if r.metadata.get("split") == "train"]
-    # step 2 was launched before step 1's update was published: its calls ran on version 0
-    assert {c.policy_version for r in train if r.step == 2 for c in store.get_calls(r.id)} == {0}
+    # step 2 was launched (beside the first evaluation and step 1) before step 1's update was published: its
+    # first attempts ran on version 0; those the runner's slots queued until after it, on version 1
+    step2 = {c.policy_version for r in train if r.step == 2 for c in store.get_calls(r.id)}
+    assert 0 in step2 and step2 <= {0, 1}
     events = [json.loads(x) for x in (config.run_dir / "events.jsonl").read_text().splitlines()]
     steps = [e for e in events if e["event"] == "step"]
     assert [e["step"] for e in steps] == [1, 2, 3] and all(e["stale_dropped"] == 0 for e in steps)

@@ -37,16 +37,18 @@ def answers() -> dict[str, str]:
     return out
 
 
-def bare_probability(model, prompt: list[int], variants: list[list[int]], temperature: float) -> float:
-    """P(the completion is one of ``variants``) under softmax(logits / temperature), token by token."""
-    total = 0.0
+def bare_probabilities(model, prompt: list[int], variants: list[list[int]],
+                       temperatures: list[float]) -> dict[float, float]:
+    """P(the completion is one of ``variants``) under softmax(logits / t), token by token, for each t."""
+    totals = dict.fromkeys(temperatures, 0.0)
     for tokens in variants:
         ids = torch.tensor([prompt + tokens])
         with torch.inference_mode():
-            logits = model(ids).logits[0, len(prompt) - 1 : -1].float() / temperature
-        logp = torch.log_softmax(logits, -1).gather(1, torch.tensor(tokens)[:, None]).sum()
-        total += math.exp(float(logp))
-    return total
+            logits = model(ids).logits[0, len(prompt) - 1 : -1].float()  # one forward serves every t
+        for t in temperatures:
+            logp = torch.log_softmax(logits / t, -1).gather(1, torch.tensor(tokens)[:, None]).sum()
+            totals[t] += math.exp(float(logp))
+    return totals
 
 
 def main() -> None:
@@ -72,7 +74,7 @@ def main() -> None:
             continue
         final, name = calls[-1], names[rollout.task_id]
         variants = [tokenizer.encode(name) + [end], tokenizer.encode(name + ".") + [end]]
-        rows.append({t: bare_probability(model, final.prompt_token_ids, variants, t) for t in args.temperatures})
+        rows.append(bare_probabilities(model, final.prompt_token_ids, variants, args.temperatures))
     if not rows:
         raise SystemExit(f"no recorded attempts of step {args.step} in {args.store}")
     print(f"{len(rows)} final calls of step {args.step}; P(bare correct name) per attempt:")

@@ -14,7 +14,6 @@ chance that one attempt discovers the answer RL has to reinforce.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 from pathlib import Path
@@ -23,18 +22,15 @@ import torch
 
 from harnessrl.models import load_model
 from harnessrl.store import open_store
+from harnessrl.tasks import read_jsonl
 
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo"
 
 
 def answers() -> dict[str, str]:
     """Task id -> the name the verifier expects, for the demo's train and held-out tasks."""
-    out = {}
-    for split in ("train", "eval"):
-        for line in (DEMO / f"{split}.jsonl").read_text().splitlines():
-            task = json.loads(line)
-            out[task["id"]] = task["verifier_input"]["answer"]
-    return out
+    return {task["id"]: task["verifier_input"]["answer"]
+            for split in ("train", "eval") for task in read_jsonl(DEMO / f"{split}.jsonl")}
 
 
 def bare_probabilities(model, prompt: list[int], variants: list[list[int]],

@@ -14,6 +14,7 @@ variant given, every variant in a fresh process (so each peak resident memory is
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -22,29 +23,38 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 CONFIG = Path(__file__).resolve().parents[1] / "examples" / "demo" / "config.toml"
 
 
-def worker(store_path: str, step: int, dtype: str, recompute: bool, repeats: int) -> dict[str, float]:
+@contextlib.contextmanager
+def demo_trainer(store_path: str, step: int, **overrides: object) -> Iterator[tuple[Any, Callable[[], Any]]]:
+    """The demo's trainer (its ``[training]`` config with ``overrides``) on a fresh SmolLM2, and a function
+    that builds the batch the run built for ``step`` from its recorded rollouts."""
     from harnessrl.config import load_config
     from harnessrl.models import load_model
     from harnessrl.store import open_store
     from harnessrl.training.train_batch import batch_from_store
     from harnessrl.training.trainer import Trainer
 
-    cfg = load_config(CONFIG).training.model_copy(update={"dtype": dtype, "gradient_checkpointing": recompute})
+    cfg = load_config(CONFIG).training.model_copy(update=overrides)
     store = open_store(f"sqlite:///{store_path}")
     rollouts = store.list_rollouts(step=step, limit=10_000)
     model, _ = load_model("smollm2")
-    seconds, metrics = [], {}
     with tempfile.TemporaryDirectory() as run_dir:
-        trainer = Trainer(model, cfg, run_dir=run_dir)
+        yield Trainer(model, cfg, run_dir=run_dir), lambda: batch_from_store(store, rollouts, cfg)
+
+
+def worker(store_path: str, step: int, dtype: str, recompute: bool, repeats: int) -> dict[str, float]:
+    seconds, metrics = [], {}
+    with demo_trainer(store_path, step, dtype=dtype, gradient_checkpointing=recompute) as (trainer, batch):
         for _ in range(repeats):  # the same batch again: the LoRA weights move, the work does not
-            batch = batch_from_store(store, rollouts, cfg)
+            b = batch()
             t0 = time.perf_counter()
-            metrics = trainer.step(batch)
+            metrics = trainer.step(b)
             seconds.append(time.perf_counter() - t0)
     return {"seconds": statistics.median(seconds), "tokens": metrics.get("tokens/computed", 0),
             "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
@@ -76,22 +86,11 @@ def profile(store_path: str, step: int) -> None:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    from harnessrl.config import load_config
-    from harnessrl.models import load_model
-    from harnessrl.store import open_store
-    from harnessrl.training.train_batch import batch_from_store
-    from harnessrl.training.trainer import Trainer
-
-    cfg = load_config(CONFIG).training
-    store = open_store(f"sqlite:///{store_path}")
-    rollouts = store.list_rollouts(step=step, limit=10_000)
-    model, _ = load_model("smollm2")
-    with tempfile.TemporaryDirectory() as run_dir:
-        trainer = Trainer(model, cfg, run_dir=run_dir)
-        trainer.step(batch_from_store(store, rollouts, cfg))
-        batch = batch_from_store(store, rollouts, cfg)
+    with demo_trainer(store_path, step) as (trainer, batch):
+        trainer.step(batch())
+        b = batch()
         with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-            trainer.step(batch)
+            trainer.step(b)
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
 
 

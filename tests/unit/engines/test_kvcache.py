@@ -76,7 +76,7 @@ def test_joins_steps_and_leaves_read_as_the_rows_histories() -> None:
             _check(kv, rows)
 
 
-def test_a_join_with_room_writes_only_the_newcomer(monkeypatch) -> None:
+def test_a_join_with_room_writes_only_the_newcomer() -> None:
     """The point of the spare rows and columns: the batch is not copied when a sequence joins or leaves."""
     kv = BatchKV(max_rows=8)
     kv.join(_prefilled(10), 1)

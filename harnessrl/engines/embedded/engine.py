@@ -34,7 +34,7 @@ from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded.kvcache import BatchKV
 from harnessrl.engines.embedded.outputs import Admitted, Failed, RequestHandle, RequestOutput
 from harnessrl.engines.embedded.prefix_cache import PrefixCache
-from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams, sample_token
+from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams, sample_rows
 from harnessrl.engines.embedded.sequence import Sequence
 from harnessrl.engines.embedded.weights import apply_lora, load_full_state_dict
 from harnessrl.memory import release_free_memory
@@ -445,17 +445,16 @@ class EmbeddedEngine:
                 self._start_choices(req, out.logits[0, -1])
 
     def _start_choices(self, req: _Request, logits: torch.Tensor) -> None:
-        alive: list[Sequence] = []
+        seqs = []
         for index in range(req.params.n):
             seed = (
                 req.params.seed + index
                 if req.params.seed is not None
                 else self.config.seed * 1_000_003 + next(self._seeds)
             )
-            seq = Sequence(req, index, torch.Generator().manual_seed(seed))
-            self._sample_into(seq, logits)
-            if not seq.finished:
-                alive.append(seq)
+            seqs.append(Sequence(req, index, torch.Generator().manual_seed(seed)))
+        self._sample_into(seqs, logits.expand(len(seqs), -1))
+        alive = [seq for seq in seqs if not seq.finished]
         assert req.cache is not None
         self._prefix_for(req).insert(req.prompt_ids, [(layer.keys, layer.values) for layer in req.cache.layers])
         if alive:
@@ -467,11 +466,13 @@ class EmbeddedEngine:
         if not alive:
             req.handle._finish()
 
-    def _sample_into(self, seq: Sequence, logits: torch.Tensor) -> None:
-        token, logprob, top = sample_token(logits, seq.req.params, seq.generator)
-        delta = seq.append(token, logprob, top, self.tokenizer, self.eos_ids)
-        self.stats["tokens"] += 1
-        seq.req.handle._emit(delta)
+    def _sample_into(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
+        """Sample each sequence's next token from its row of ``logits`` and stream it."""
+        picks = sample_rows(logits, [s.req.params for s in seqs], [s.generator for s in seqs])
+        for seq, (token, logprob, top) in zip(seqs, picks, strict=True):
+            delta = seq.append(token, logprob, top, self.tokenizer, self.eos_ids)
+            self.stats["tokens"] += 1
+            seq.req.handle._emit(delta)
 
     def _decode_step(self) -> None:
         if not self._running:
@@ -495,8 +496,8 @@ class EmbeddedEngine:
         self.stats["max_batch_seen"] = max(self.stats["max_batch_seen"], len(running))
         logits = out.logits[:, -1]
         keep: list[int] = []
+        self._sample_into(running, logits)
         for row, seq in enumerate(running):
-            self._sample_into(seq, logits[row])
             if seq.finished and not seq.req.cancelled:
                 # the cache holds the prompt and every completion token but the last (never fed back)
                 self._prefix_for(seq.req).insert(seq.req.prompt_ids + seq.token_ids[:-1], self._kv.row(row))

@@ -81,9 +81,15 @@ class RunConfig(BaseModel):
         "updates either way."
     )
     deployment: str | None = Field(None, description="source = production: the deployment whose sessions train.")
+    explore_until_reward: float | None = Field(
+        None, description="Keep launching waves of extra train tasks until an attempt of the step scores at least "
+        "this (the full reward), within max_attempts_per_step; the step then trains tasks_per_step groups, one "
+        "that reached the step's best reward first (training/group_choice.py). For tasks whose full answer is "
+        "too rare early for a normal step to sample it (docs/training.md, section 7). None: off."
+    )
     max_attempts_per_step: int | None = Field(
-        None, ge=1, description="dynamic_sampling: most attempts one step may launch, extras included "
-        "(None: 3 x tasks_per_step x attempts_per_task)."
+        None, ge=1, description="dynamic_sampling / explore_until_reward: most attempts one step may launch, "
+        "extras included (None: 3 x tasks_per_step x attempts_per_task)."
     )
 
 

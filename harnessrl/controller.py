@@ -40,6 +40,7 @@ from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.stack import Stack
 from harnessrl.store import StoreError
 from harnessrl.tasks import LoadedTask
+from harnessrl.training.group_choice import groups_to_train
 from harnessrl.training.replay import PastAttempt, beating, choose_replays, replay_samples
 from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
 from harnessrl.weights.checkpoints import save_checkpoint_atomic
@@ -125,6 +126,7 @@ class Controller:
         self.on_finished: Callable[[Rollout], None] | None = None
         #: Per step: groups launched, informative, extra (dynamic sampling) and attempts, as counts.
         self.step_stats: dict[int, Counter[str]] = {}
+        self._first_reached: int | None = None  # first step with an attempt at explore_until_reward
         #: ``[rewards.judge]``: the run's judge, and (group mode) attempts scored but not yet judged.
         self.judge: Judge | None = None
         self._pending: dict[str, tuple[AttemptSpec, AttemptResult, RewardOutcome]] = {}
@@ -333,22 +335,29 @@ class Controller:
         base = self.step_tasks(step)
         groups = list(await asyncio.gather(*(group(lt) for lt in base)))
         stats: Counter[str] = Counter({"dynamic.groups": len(base)})
-        if run.dynamic_sampling:
+        if run.dynamic_sampling or run.explore_until_reward is not None:
             groups += await self._sample_more(step, base, groups, group, stats)
         stats["dynamic.informative_groups"] = await asyncio.to_thread(self._count_informative, groups)
         stats["dynamic.attempts"] = sum(len(g) for g in groups)
+        if run.explore_until_reward is not None:
+            stats["explore.reached"] = int(await asyncio.to_thread(self._reached, groups, run.explore_until_reward))
+            rewards = await asyncio.to_thread(lambda: [self._scored_rewards(g) for g in groups])
+            kept = groups_to_train(rewards, run.tasks_per_step)
+            stats["explore.untrained_groups"] = len(groups) - len(kept)
+            groups = [groups[i] for i in kept]
         self.step_stats[step] = stats
         return [r for g in groups for r in g]
 
     async def _sample_more(self, step: int, base: list[LoadedTask], groups: list[list[Rollout]],
                            group: Callable[[LoadedTask], Any], stats: Counter[str]) -> list[list[Rollout]]:
-        """Dynamic sampling: groups of extra tasks until ``tasks_per_step`` groups have varied rewards.
+        """Groups of extra tasks until the step has what it lacks, within ``max_attempts_per_step``.
 
-        A group whose attempts all scored the same has zero advantage everywhere, so a step made of them
-        trains on nothing (and a policy that collapsed onto one answer would stay there). Each wave
-        launches what is still missing, scaled up by the share of groups that turned out informative so
-        far, within ``max_attempts_per_step``. Extra tasks come in a seeded order per step, so a resumed
-        step launches (and finds) the same groups.
+        Dynamic sampling: until ``tasks_per_step`` groups have varied rewards. A group whose attempts all
+        scored the same has zero advantage everywhere, so a step made of them trains on nothing (and a policy
+        that collapsed onto one answer would stay there); each wave launches what is still missing, scaled up
+        by the share of groups that turned out informative so far. ``explore_until_reward``: until an attempt
+        reaches that reward, a step's worth of groups per wave. Extra tasks come in a seeded order per step,
+        so a resumed step launches (and finds) the same groups.
         """
         run = self.config.run
         budget = run.max_attempts_per_step or 3 * run.tasks_per_step * run.attempts_per_task
@@ -359,13 +368,20 @@ class Controller:
         launched = len(base) * run.attempts_per_task
         while pool:
             done = groups + extra
-            informative = await asyncio.to_thread(self._count_informative, done)
-            need = run.tasks_per_step - informative
+            size = 0
+            if run.dynamic_sampling:
+                informative = await asyncio.to_thread(self._count_informative, done)
+                need = run.tasks_per_step - informative
+                share = max(informative / len(done), 1 / 3) if done else 1.0
+                size = math.ceil(need / share) if need > 0 else 0
+            target = run.explore_until_reward
+            if target is not None and not await asyncio.to_thread(self._reached, done, target) and \
+                    not await asyncio.to_thread(self._reached_before, step, target):
+                size = max(size, len(base))
             room = (budget - launched) // run.attempts_per_task
-            if need <= 0 or room <= 0:
+            if size <= 0 or room <= 0:
                 break
-            share = max(informative / len(done), 1 / 3) if done else 1.0
-            wave, pool = pool[: min(room, math.ceil(need / share))], pool[min(room, math.ceil(need / share)):]
+            wave, pool = pool[: min(room, size)], pool[min(room, size):]
             launched += len(wave) * run.attempts_per_task
             stats["dynamic.extra_groups"] += len(wave)
             stats["dynamic.waves"] += 1
@@ -381,8 +397,26 @@ class Controller:
 
     def _informative(self, rollouts: list[Rollout]) -> bool:
         """Whether a group's scored attempts got at least two different rewards (a non-zero advantage)."""
-        rewards = [v for v in self.rewards_of(rollouts).values() if v is not None]
+        rewards = self._scored_rewards(rollouts)
         return len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-12
+
+    def _scored_rewards(self, rollouts: list[Rollout]) -> list[float]:
+        return [v for v in self.rewards_of(rollouts).values() if v is not None]
+
+    def _reached(self, groups: list[list[Rollout]], target: float) -> bool:
+        """Whether some scored attempt of ``groups`` has at least the reward ``target``."""
+        return any(v >= target - 1e-12 for g in groups for v in self._scored_rewards(g))
+
+    def _reached_before(self, step: int, target: float) -> bool:
+        """Whether a training attempt of an earlier step reached ``target``: exploration is for finding the
+        first one (success replay, ``[training] replay_best``, keeps training it until the policy samples
+        its own), so later steps stay normal steps."""
+        if self._first_reached is None or self._first_reached >= step:
+            self._first_reached = next(
+                (s for s in range(1, step)
+                 if self._reached([[r for r in self._rollouts_of(s) if r.metadata.get("split") == "train"]],
+                                  target)), None)
+        return self._first_reached is not None
 
     async def _live_attempts(self) -> set[str]:
         """Rollout ids whose attempt still runs somewhere this runner can re-attach to (Kubernetes)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from harnessrl.config import load_config
+from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.run import run_train
 from harnessrl.store import open_store
 
@@ -66,3 +67,63 @@ alpha = 8
     # stderr is not a terminal here: each step line is whole (its last field on the line that starts it)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
     assert len(lines) == 3 and all("groups trained" in line and "publish" in line for line in lines), lines
+
+
+@pytest.mark.slow  # ~20 s each on a quiet 2-core machine (three steps of up to 12 harness subprocesses)
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("flat", [3, 12])  # 12: the full reward never appears, every step spends its budget
+def test_exploration_launches_groups_until_the_full_reward_appears_then_trains_that_group(tmp_path: Path,
+                                                                                         flat: int) -> None:
+    # Flat tasks score 0.5 whatever the answer; the others score 1.0 for about one answer in seven.
+    tasks = tmp_path / "train.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"t{i}", "input": {"question": f"question {i}"},
+                                         "verifier_input": {"flat": i < flat}}) + "\n" for i in range(12)))
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f"""
+[run]
+dir = "{tmp_path / 'run'}"
+steps = 3
+tasks_per_step = 1
+attempts_per_task = 3
+eval_at_start = false
+explore_until_reward = 1.0
+max_attempts_per_step = 12
+[tasks]
+train = "{tasks}"
+[engine]
+model = "tiny"
+[runner]
+command = ["{sys.executable}", "{HERE / 'agent.py'}"]
+concurrency = 12
+timeout_s = 300
+[rewards]
+verifier = ["{sys.executable}", "{HERE / 'verify_flat.py'}"]
+[training.lora]
+r = 4
+alpha = 8
+""")
+    config = load_config(cfg)
+    summary = run_train(config)
+    metrics = [json.loads(line) for line in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [m for m in metrics if "count/dynamic.attempts" in m]
+    assert len(steps) == 3
+    store = open_store(config.store_url)
+    found_before = False
+    for step, m in enumerate(steps, start=1):
+        launched = sorted(store.list_rollouts(run_id=summary.run_id, step=step, limit=100), key=lambda r: r.created_at)
+        groups: dict[str, list[float]] = {}
+        for r in launched:
+            groups.setdefault(r.group_id, []).append(rollout_reward(store.get_rewards(r.id)))
+        rewards = list(groups.values())
+        assert m["count/dynamic.attempts"] == len(launched) <= 12  # the budget bounds every step
+        reached = [i for i, g in enumerate(rewards) if max(g) >= 1.0]
+        assert m["count/explore.reached"] == bool(reached)
+        if found_before:  # a run that has found the full reward explores no more
+            assert len(rewards) == 1
+        else:  # waves of one group until one holds a 1.0, or the budget is spent
+            assert len(rewards) == (reached[0] + 1 if reached else 4)
+        assert m["count/explore.untrained_groups"] == len(rewards) - 1
+        if reached:  # the step trains the group that found it
+            trained = rewards[reached[0]]
+            assert m["reward/mean"] == pytest.approx(sum(trained) / len(trained))
+        found_before = found_before or bool(reached)

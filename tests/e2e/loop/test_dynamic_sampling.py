@@ -1,7 +1,8 @@
-"""Dynamic sampling on the whole loop (tiny model): a step whose groups all scored alike launches more.
+"""Extra groups on the whole loop (tiny model): dynamic sampling and exploration launch more when a step lacks.
 
-Six of the eight tasks reward every attempt 0.5 (no variance, nothing to learn from), two reward the answer
-text; with one task per step most steps start with a flat group and must find a varied one.
+Flat tasks reward every attempt 0.5 (no variance, nothing to learn from, never the full reward); the others
+reward the answer text, 1.0 for about one answer in seven. With one task per step, steps often start with
+a group that lacks what the setting asks for.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,12 +22,11 @@ from harnessrl.store import open_store
 HERE = Path(__file__).resolve().parent
 
 
-@pytest.mark.slow  # ~100 s on a quiet 2-core machine (three steps of up to 9 harness subprocesses)
-@pytest.mark.timeout(1200)
-def test_steps_launch_groups_until_one_has_varied_rewards_within_the_budget(tmp_path: Path, capsys) -> None:
-    tasks = tmp_path / "train.jsonl"
-    tasks.write_text("".join(json.dumps({"id": f"t{i}", "input": {"question": f"question {i}"},
-                                         "verifier_input": {"flat": i < 6}}) + "\n" for i in range(8)))
+def _run(tmp_path: Path, *, tasks: int, flat: int, run_settings: str) -> tuple[list[dict[str, Any]], list[list]]:
+    """Train 3 steps of 1 task x 3 attempts; per step, its metrics and its launched rollouts (launch order)."""
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(json.dumps({"id": f"t{i}", "input": {"question": f"question {i}"},
+                                         "verifier_input": {"flat": i < flat}}) + "\n" for i in range(tasks)))
     cfg = tmp_path / "config.toml"
     cfg.write_text(f"""
 [run]
@@ -34,62 +35,9 @@ steps = 3
 tasks_per_step = 1
 attempts_per_task = 3
 eval_at_start = false
-dynamic_sampling = true
-max_attempts_per_step = 9
+{run_settings}
 [tasks]
-train = "{tasks}"
-[engine]
-model = "tiny"
-[runner]
-command = ["{sys.executable}", "{HERE / 'agent.py'}"]
-concurrency = 9
-timeout_s = 300
-[rewards]
-verifier = ["{sys.executable}", "{HERE / 'verify_flat.py'}"]
-[training.lora]
-r = 4
-alpha = 8
-""")
-    config = load_config(cfg)
-    summary = run_train(config)
-    metrics = [json.loads(line) for line in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
-    steps = [m for m in metrics if "count/dynamic.attempts" in m]
-    assert len(steps) == 3
-    store = open_store(config.store_url)
-    for step, m in enumerate(steps, start=1):
-        launched = store.list_rollouts(run_id=summary.run_id, step=step, limit=100)
-        assert m["count/dynamic.attempts"] == len(launched) <= 9  # the budget bounds every step
-        assert m["count/dynamic.groups"] + m.get("count/dynamic.extra_groups", 0) == len(launched) // 3
-        # it stops as soon as one group is informative, or when the budget is spent
-        assert m["count/dynamic.informative_groups"] >= 1 or len(launched) == 9
-        assert m.get("count/groups.trained", 0) == m["count/dynamic.informative_groups"]
-    assert sum(m.get("count/dynamic.extra_groups", 0) for m in steps) >= 1  # flat first groups were topped up
-    # stderr is not a terminal here: each step line is whole (its last field on the line that starts it)
-    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
-    assert len(lines) == 3 and all("groups trained" in line and "publish" in line for line in lines), lines
-
-
-@pytest.mark.slow  # ~20 s each on a quiet 2-core machine (three steps of up to 12 harness subprocesses)
-@pytest.mark.timeout(1200)
-@pytest.mark.parametrize("flat", [3, 12])  # 12: the full reward never appears, every step spends its budget
-def test_exploration_launches_groups_until_the_full_reward_appears_then_trains_that_group(tmp_path: Path,
-                                                                                         flat: int) -> None:
-    # Flat tasks score 0.5 whatever the answer; the others score 1.0 for about one answer in seven.
-    tasks = tmp_path / "train.jsonl"
-    tasks.write_text("".join(json.dumps({"id": f"t{i}", "input": {"question": f"question {i}"},
-                                         "verifier_input": {"flat": i < flat}}) + "\n" for i in range(12)))
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(f"""
-[run]
-dir = "{tmp_path / 'run'}"
-steps = 3
-tasks_per_step = 1
-attempts_per_task = 3
-eval_at_start = false
-explore_until_reward = 1.0
-max_attempts_per_step = 12
-[tasks]
-train = "{tasks}"
+train = "{train}"
 [engine]
 model = "tiny"
 [runner]
@@ -108,14 +56,41 @@ alpha = 8
     steps = [m for m in metrics if "count/dynamic.attempts" in m]
     assert len(steps) == 3
     store = open_store(config.store_url)
+    launched = [sorted(store.list_rollouts(run_id=summary.run_id, step=step, limit=100), key=lambda r: r.created_at)
+                for step in (1, 2, 3)]
+    return steps, [[(r, rollout_reward(store.get_rewards(r.id))) for r in rs] for rs in launched]
+
+
+@pytest.mark.slow  # ~20 s on a quiet 2-core machine (three steps of up to 9 harness subprocesses)
+@pytest.mark.timeout(1200)
+def test_steps_launch_groups_until_one_has_varied_rewards_within_the_budget(tmp_path: Path, capsys) -> None:
+    steps, launched = _run(tmp_path, tasks=8, flat=6, run_settings="dynamic_sampling = true\nmax_attempts_per_step = 9")
+    for m, rollouts in zip(steps, launched, strict=True):
+        assert m["count/dynamic.attempts"] == len(rollouts) <= 9  # the budget bounds every step
+        assert m["count/dynamic.groups"] + m.get("count/dynamic.extra_groups", 0) == len(rollouts) // 3
+        # it stops as soon as one group is informative, or when the budget is spent
+        assert m["count/dynamic.informative_groups"] >= 1 or len(rollouts) == 9
+        assert m.get("count/groups.trained", 0) == m["count/dynamic.informative_groups"]
+    assert sum(m.get("count/dynamic.extra_groups", 0) for m in steps) >= 1  # flat first groups were topped up
+    # stderr is not a terminal here: each step line is whole (its last field on the line that starts it)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    assert len(lines) == 3 and all("groups trained" in line and "publish" in line for line in lines), lines
+
+
+@pytest.mark.slow  # ~20 s each on a quiet 2-core machine (three steps of up to 12 harness subprocesses)
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("flat", [3, 12])  # 12: the full reward never appears, every step spends its budget
+def test_exploration_launches_groups_until_the_full_reward_appears_then_trains_that_group(tmp_path: Path,
+                                                                                         flat: int) -> None:
+    steps, launched = _run(tmp_path, tasks=12, flat=flat,
+                           run_settings="explore_until_reward = 1.0\nmax_attempts_per_step = 12")
     found_before = False
-    for step, m in enumerate(steps, start=1):
-        launched = sorted(store.list_rollouts(run_id=summary.run_id, step=step, limit=100), key=lambda r: r.created_at)
+    for m, rollouts in zip(steps, launched, strict=True):
         groups: dict[str, list[float]] = {}
-        for r in launched:
-            groups.setdefault(r.group_id, []).append(rollout_reward(store.get_rewards(r.id)))
+        for r, reward in rollouts:
+            groups.setdefault(r.group_id, []).append(reward)
         rewards = list(groups.values())
-        assert m["count/dynamic.attempts"] == len(launched) <= 12  # the budget bounds every step
+        assert m["count/dynamic.attempts"] == len(rollouts) <= 12  # the budget bounds every step
         reached = [i for i, g in enumerate(rewards) if max(g) >= 1.0]
         assert m["count/explore.reached"] == bool(reached)
         if found_before:  # a run that has found the full reward explores no more

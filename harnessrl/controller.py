@@ -40,7 +40,7 @@ from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.stack import Stack
 from harnessrl.store import StoreError
 from harnessrl.tasks import LoadedTask
-from harnessrl.training.group_choice import groups_to_train
+from harnessrl.training.group_choice import groups_to_train, reached, varied
 from harnessrl.training.replay import PastAttempt, beating, choose_replays, replay_samples
 from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
 from harnessrl.weights.checkpoints import save_checkpoint_atomic
@@ -337,11 +337,11 @@ class Controller:
         stats: Counter[str] = Counter({"dynamic.groups": len(base)})
         if run.dynamic_sampling or run.explore_until_reward is not None:
             groups += await self._sample_more(step, base, groups, group, stats)
-        stats["dynamic.informative_groups"] = await asyncio.to_thread(self._count_informative, groups)
+        rewards = await asyncio.to_thread(self._group_rewards, groups)
+        stats["dynamic.informative_groups"] = sum(map(varied, rewards))
         stats["dynamic.attempts"] = sum(len(g) for g in groups)
         if run.explore_until_reward is not None:
-            stats["explore.reached"] = int(await asyncio.to_thread(self._reached, groups, run.explore_until_reward))
-            rewards = await asyncio.to_thread(lambda: [self._scored_rewards(g) for g in groups])
+            stats["explore.reached"] = int(reached(rewards, run.explore_until_reward))
             kept = groups_to_train(rewards, run.tasks_per_step)
             stats["explore.untrained_groups"] = len(groups) - len(kept)
             groups = [groups[i] for i in kept]
@@ -367,15 +367,15 @@ class Controller:
         extra: list[list[Rollout]] = []
         launched = len(base) * run.attempts_per_task
         while pool:
-            done = groups + extra
+            done = await asyncio.to_thread(self._group_rewards, groups + extra)
             size = 0
             if run.dynamic_sampling:
-                informative = await asyncio.to_thread(self._count_informative, done)
+                informative = sum(map(varied, done))
                 need = run.tasks_per_step - informative
                 share = max(informative / len(done), 1 / 3) if done else 1.0
                 size = math.ceil(need / share) if need > 0 else 0
             target = run.explore_until_reward
-            if target is not None and not await asyncio.to_thread(self._reached, done, target) and \
+            if target is not None and not reached(done, target) and \
                     not await asyncio.to_thread(self._reached_before, step, target):
                 size = max(size, len(base))
             room = (budget - launched) // run.attempts_per_task
@@ -392,31 +392,23 @@ class Controller:
         """Each rollout's outcome reward (the rule of ``harnessrl.rewards.outcome``), read from the store."""
         return {r.id: rollout_reward(self.store.get_rewards(r.id)) for r in rollouts}
 
-    def _count_informative(self, groups: list[list[Rollout]]) -> int:
-        return sum(self._informative(g) for g in groups)
-
-    def _informative(self, rollouts: list[Rollout]) -> bool:
-        """Whether a group's scored attempts got at least two different rewards (a non-zero advantage)."""
-        rewards = self._scored_rewards(rollouts)
-        return len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-12
-
-    def _scored_rewards(self, rollouts: list[Rollout]) -> list[float]:
-        return [v for v in self.rewards_of(rollouts).values() if v is not None]
-
-    def _reached(self, groups: list[list[Rollout]], target: float) -> bool:
-        """Whether some scored attempt of ``groups`` has at least the reward ``target``."""
-        return any(v >= target - 1e-12 for g in groups for v in self._scored_rewards(g))
+    def _group_rewards(self, groups: list[list[Rollout]]) -> list[list[float]]:
+        """Each group's scored rewards (unscored attempts left out), read from the store once."""
+        return [[v for v in self.rewards_of(g).values() if v is not None] for g in groups]
 
     def _reached_before(self, step: int, target: float) -> bool:
         """Whether a training attempt of an earlier step reached ``target``: exploration is for finding the
         first one (success replay, ``[training] replay_best``, keeps training it until the policy samples
         its own), so later steps stay normal steps."""
-        if self._first_reached is None or self._first_reached >= step:
-            self._first_reached = next(
-                (s for s in range(1, step)
-                 if self._reached([[r for r in self._rollouts_of(s) if r.metadata.get("split") == "train"]],
-                                  target)), None)
-        return self._first_reached is not None
+        if self._first_reached is not None and self._first_reached < step:
+            return True
+        self._first_reached = None
+        for s in range(1, step):
+            train = [r for r in self._rollouts_of(s) if r.metadata.get("split") == TaskSplit.TRAIN.value]
+            if reached(self._group_rewards([train]), target):
+                self._first_reached = s
+                return True
+        return False
 
     async def _live_attempts(self) -> set[str]:
         """Rollout ids whose attempt still runs somewhere this runner can re-attach to (Kubernetes)."""

@@ -14,6 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+def varied(rewards: Sequence[float]) -> bool:
+    """Whether a group's scored rewards differ (a non-zero advantage somewhere: the group carries a gradient)."""
+    return len(rewards) >= 2 and max(rewards) - min(rewards) > 1e-12
+
+
+def reached(rewards: Sequence[Sequence[float]], target: float) -> bool:
+    """Whether some scored attempt of the groups has at least the reward ``target``."""
+    return any(v >= target - 1e-12 for g in rewards for v in g)
+
+
 def groups_to_train(rewards: Sequence[Sequence[float]], k: int) -> list[int]:
     """Indices (in launch order) of the ``k`` groups to train, given each group's scored rewards."""
     if len(rewards) <= k:
@@ -22,8 +32,7 @@ def groups_to_train(rewards: Sequence[Sequence[float]], k: int) -> list[int]:
 
     def rank(i: int) -> tuple[bool, bool, float, int]:
         g = rewards[i]
-        varied = len(g) >= 2 and max(g) - min(g) > 1e-12
-        holds_best = bool(g) and best is not None and max(g) >= best - 1e-12 and varied
-        return (not holds_best, not varied, -(max(g) if g else float("-inf")), i)
+        holds_best = varied(g) and best is not None and max(g) >= best - 1e-12
+        return (not holds_best, not varied(g), -(max(g) if g else float("-inf")), i)
 
     return sorted(sorted(range(len(rewards)), key=rank)[:k])

@@ -7,11 +7,15 @@ the gateway, ``asyncio.to_thread`` workers) multiplies that. Measured on SmolLM2
 identical 1000-token micro-batches: resident memory ratcheted 3.5 -> 4.8 GB (peak 4.95 GB) by default,
 versus a flat 2.55 GB peak falling back to 1.08 GB with a fixed 256 KB threshold and two arenas.
 
-A low threshold costs page faults on every large allocation, which the engine's decode loop pays on
-every step (+10% CPU time measured at 256 KB), so it is that low only while the trainer runs
-(``trainer_allocations``). Serving uses 4 MB: the running batch's KV buffers (several MB per layer for 24
-sequences) and the logits are mmap'd and leave the process when freed, while the many small per-request
-tensors stay on the heap. Measured with ``benchmarks/serve_memory.py --thresholds 32 4 1 --rounds 2``
+A low threshold costs page faults: every mmap'd block is zero-filled by the kernel when touched and
+unmapped when freed. Training used 256 KB until measured: the demo's training step took 33.2 s at 256 KB
+(sys time 48 s of 112 CPU-s) against 22.7 s at 4 MB, peak 1.26 against 1.83 GiB
+(``MALLOC_MMAP_THRESHOLD_=<bytes> benchmarks/demo_train_step.py <store> --variants float32:1``; 1 and 2 MB
+were as slow as 256 KB: a 1000-token micro-batch's hidden states are 2.4 MB each). So the trainer and the
+engine share one threshold, 4 MB, and the trainer trims what the rollouts freed before it starts and what it
+freed after it ends (``trainer_allocations``). Serving at 4 MB: the running batch's KV buffers (several MB per
+layer for 24 sequences) and the logits are mmap'd and leave the process when freed, while the many small
+per-request tensors stay on the heap. Measured with ``benchmarks/serve_memory.py --thresholds 32 4 1 --rounds 2``
 (24 two-call demo attempts, two waves, one process per setting, alternated): median peak 1.81 GiB at 32 MB
 (1.66 and 1.95: it depends on where freed blocks land), 1.68 at 4 MB, 1.47 at 1 MB; median time 1.00x,
 1.18x and 1.35x (an earlier pair of rounds gave 4 MB 33-36 s against 34 s: the cost at 4 MB is within this
@@ -34,10 +38,9 @@ logger = logging.getLogger(__name__)
 _M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
 
-#: While training: blocks at least this large are mmap'd, and unmapped as soon as they are freed.
-TRAIN_MMAP_THRESHOLD = 256 * 1024
-#: Otherwise (serving): KV buffers and logits are mmap'd, small per-request tensors are not (see above).
-SERVE_MMAP_THRESHOLD = 4 * 1024 * 1024
+#: Blocks at least this large are mmap'd, and unmapped as soon as they are freed: KV buffers, logits, the
+#: largest activations; small per-request tensors and 2.4 MB hidden states stay on the heap (see above).
+MMAP_THRESHOLD = 4 * 1024 * 1024
 ARENA_MAX = 2
 
 
@@ -53,7 +56,7 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def tune_allocator() -> bool:
-    """Cap glibc's arenas and fix the serving mmap threshold (call early, before the threads start); False
+    """Cap glibc's arenas and fix the mmap threshold (call early, before the threads start); False
     where the allocator is not glibc.
 
     A ``MALLOC_ARENA_MAX`` or ``MALLOC_MMAP_THRESHOLD_`` the user set wins.
@@ -64,26 +67,18 @@ def tune_allocator() -> bool:
     if "MALLOC_ARENA_MAX" not in os.environ:
         libc.mallopt(_M_ARENA_MAX, ARENA_MAX)
     if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-        libc.mallopt(_M_MMAP_THRESHOLD, SERVE_MMAP_THRESHOLD)
+        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
     return True
 
 
 @contextlib.contextmanager
 def trainer_allocations() -> Iterator[None]:
-    """Inside: large blocks are mmap'd (freed activations leave the process at once); after: trimmed.
-
-    A ``MALLOC_MMAP_THRESHOLD_`` the user set wins (only the trim is done).
-    """
-    libc = _glibc()
-    own = libc is not None and "MALLOC_MMAP_THRESHOLD_" not in os.environ
-    release_free_memory()  # what the rollouts freed, before activations stack on top of it
-    if own:
-        libc.mallopt(_M_MMAP_THRESHOLD, TRAIN_MMAP_THRESHOLD)
+    """Around a training step: what the rollouts freed is trimmed before activations stack on top of it,
+    and what the step freed is trimmed after it."""
+    release_free_memory()
     try:
         yield
     finally:
-        if own:
-            libc.mallopt(_M_MMAP_THRESHOLD, SERVE_MMAP_THRESHOLD)
         release_free_memory()
 
 

@@ -168,7 +168,8 @@ class TrainingConfig(BaseModel):
         "(ignored with flash-attention). None: pack every sample whole.",
     )
     dtype: Literal["auto", "float32", "bfloat16"] = Field(
-        "auto", description="auto: fp32 on CPU, bf16 autocast (fp32 master weights) on GPU."
+        "auto", description="auto: bf16 autocast (fp32 master weights) where the device multiplies bf16 natively "
+        "(GPU; CPU with AVX512-BF16 or AMX), fp32 elsewhere."
     )
     device: str = Field("auto", description="auto: cuda when available, else cpu.")
     seed: int = Field(0, description="Seed for torch/python/numpy RNGs (saved in checkpoints).")

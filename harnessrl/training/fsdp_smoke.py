@@ -79,8 +79,9 @@ def _new_trainer(variant: str, micro_batch_tokens: int, grad_clip: float | None,
     samples = fixed_batch(model, len(tok))
     settings: dict[str, Any] = {"lora": LoraConfig(r=4, alpha=8, target_modules=["q_proj", "v_proj"])}
     settings.update(VARIANTS[variant])
-    cfg = TrainingConfig(lr=1e-2, device="cpu", micro_batch_tokens=micro_batch_tokens, grad_clip=grad_clip,
-                         **settings)
+    # fp32: ranks and the single process are compared to a tolerance (`auto` may pick bf16 on this CPU)
+    cfg = TrainingConfig(lr=1e-2, device="cpu", dtype="float32", micro_batch_tokens=micro_batch_tokens,
+                         grad_clip=grad_clip, **settings)
     publisher = FolderPublisher(work / "publish") if work is not None else None
     run_dir = work / "run" if work is not None else None
     return Trainer(model, cfg, pad_token_id=tok.pad_token_id, publisher=publisher, run_dir=run_dir), samples

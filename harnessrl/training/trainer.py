@@ -33,6 +33,7 @@ from harnessrl.training.losses import policy_loss, sft_loss, token_weights
 from harnessrl.training.metrics import MetricsWriter
 from harnessrl.training.micro_batches import MicroBatch, make_micro_batches
 from harnessrl.training.ppo_minibatches import split_by_rollout
+from harnessrl.training.precision import autocast_dtype
 from harnessrl.training.trackers import open_trackers
 from harnessrl.training.train_batch import TrainBatch
 from harnessrl.types import Sample
@@ -75,8 +76,7 @@ class Trainer:
         self.device = torch.device(("cuda" if cuda else "cpu") if config.device == "auto" else config.device)
         self.dist = DistContext.from_env(self.device)  # torchrun with WORLD_SIZE > 1: FSDP data parallel
         self.device = self.dist.device_for(self.device)
-        bf16 = config.dtype == "bfloat16" or (config.dtype == "auto" and self.device.type == "cuda")
-        self.autocast_dtype = torch.bfloat16 if bf16 else None
+        self.autocast_dtype = autocast_dtype(config.dtype, self.device)
         model = model.to(self.device, torch.float32)
         self._choose_attention(model)
         if config.lora is not None:
@@ -145,7 +145,7 @@ class Trainer:
     def step(self, batch: TrainBatch | Sequence[Sample]) -> dict[str, Any]:
         """One training step over ``batch`` (``mini_batches`` x ``ppo_epochs`` optimizer updates, 1 by
         default); returns (and writes) the step's metrics."""
-        with trainer_allocations():  # activations go back to the kernel when freed (harnessrl/memory.py)
+        with trainer_allocations():  # trimmed before and after (harnessrl/memory.py)
             return self._step(batch)
 
     def _step(self, batch: TrainBatch | Sequence[Sample]) -> dict[str, Any]:

@@ -31,8 +31,9 @@ def _batch(model, n: int = 6, seed: int = 0) -> list:
 
 
 def _cfg(**kw) -> TrainingConfig:
+    # fp32: these tests compare steps to 1e-5 (`auto` picks bf16 autocast on a CPU with native bf16)
     base = dict(lr=5e-3, lora=LoraConfig(r=4, alpha=8, target_modules=["q_proj", "v_proj"]), micro_batch_tokens=40,
-                device="cpu")
+                device="cpu", dtype="float32")
     base.update(kw)
     return TrainingConfig(**base)
 

@@ -73,8 +73,10 @@ def tune_allocator() -> bool:
 
 @contextlib.contextmanager
 def trainer_allocations() -> Iterator[None]:
-    """Around a training step: what the rollouts freed is trimmed before activations stack on top of it,
-    and what the step freed is trimmed after it."""
+    """Around a training step: the fixed threshold and arena cap (a ``Trainer`` used without ``harnessrl
+    train`` gets them too), what the rollouts freed trimmed before activations stack on top of it, and what
+    the step freed trimmed after it."""
+    tune_allocator()
     release_free_memory()
     try:
         yield

@@ -4,7 +4,7 @@
 into micro-batches by a token budget (packed without padding), accumulates gradients, clips and takes one
 AdamW step. With ``mini_batches``/``ppo_epochs`` it takes several updates per batch, each over whole
 rollouts (see ``ppo_minibatches``). Dropout is kept off (eval mode) so the trainer's logprobs match the engine's.
-fp32 on CPU (no native bf16 there); bf16 autocast with fp32 master weights on GPU.
+bf16 autocast with fp32 master weights where the device multiplies bf16 natively, else fp32 (``precision``).
 """
 
 from __future__ import annotations

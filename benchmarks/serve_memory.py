@@ -1,11 +1,14 @@
-"""The embedded engine's memory on the demo's rollouts, by glibc mmap threshold: peak RSS and wall time.
+"""The embedded engine's memory on the demo's rollouts, by glibc mmap threshold and trim setting: peak RSS
+and wall time.
 
 Each setting runs in its own process (glibc reads ``MALLOC_MMAP_THRESHOLD_`` at start), alternating
 settings ``--rounds`` times so both see the same machine: ``--waves`` waves of 24 concurrent two-call
 attempts of the demo agent's conversation (the gateway's chat template, its tools, the search result),
 sampled at temperature 1.0 with the prefix cache on. Prints, per run, the peak RSS (VmHWM) and seconds.
+``--trim-growth`` sets ``HARNESSRL_TRIM_GROWTH_MB`` (0: no ``malloc_trim`` while serving; harnessrl/memory.py).
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_memory.py --thresholds 32 4 1 --rounds 2
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_memory.py --thresholds 4 --trim-growth 0 128 --rounds 3
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ def worker(waves: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--thresholds", type=int, nargs="+", default=[32, 4], help="MB")
+    ap.add_argument("--trim-growth", type=int, nargs="+", default=[128], help="MB; 0 = off")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--waves", type=int, default=2)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
@@ -79,21 +83,24 @@ def main() -> None:
     if args.worker:
         worker(args.waves)
         return
-    results: dict[int, list[dict]] = {mb: [] for mb in args.thresholds}
+    settings = [(mb, growth) for mb in args.thresholds for growth in args.trim_growth]
+    results: dict[tuple[int, int], list[dict]] = {s: [] for s in settings}
     for _ in range(args.rounds):
-        for mb in args.thresholds:
-            env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(mb * 1024 * 1024)}
+        for mb, growth in settings:
+            env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(mb * 1024 * 1024),
+                   "HARNESSRL_TRIM_GROWTH_MB": str(growth)}
             out = subprocess.run([sys.executable, __file__, "--worker", "--waves", str(args.waves)], env=env,
                                  capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             r = json.loads(out)
-            results[mb].append(r)
-            print(f"threshold {mb:>3} MB: peak {r['peak_gib']:.2f} GiB, {r['seconds']:.1f} s", flush=True)
-    base = args.thresholds[0]
-    for mb, rs in results.items():
+            results[(mb, growth)].append(r)
+            print(f"threshold {mb:>3} MB, trim on {growth} MB growth: peak {r['peak_gib']:.2f} GiB, "
+                  f"{r['seconds']:.1f} s", flush=True)
+    ref = statistics.median(r["seconds"] for r in results[settings[0]])
+    for (mb, growth), rs in results.items():
         peak = statistics.median(r["peak_gib"] for r in rs)
         secs = statistics.median(r["seconds"] for r in rs)
-        ref = statistics.median(r["seconds"] for r in results[base])
-        print(f"{mb:>3} MB: median peak {peak:.2f} GiB, median {secs:.1f} s ({secs / ref:.2f}x the {base} MB time)")
+        print(f"{mb:>3} MB, trim on {growth} MB growth: median peak {peak:.2f} GiB ({peak * 2**30 / 1e9:.2f} GB), "
+              f"median {secs:.1f} s ({secs / ref:.2f}x the first setting's time)")
 
 
 if __name__ == "__main__":

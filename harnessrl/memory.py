@@ -30,6 +30,8 @@ import ctypes.util
 import functools
 import logging
 import os
+import threading
+import time
 from collections.abc import Iterator
 
 logger = logging.getLogger(__name__)
@@ -42,6 +44,10 @@ _M_ARENA_MAX = -8
 #: largest activations; small per-request tensors and 2.4 MB hidden states stay on the heap (see above).
 MMAP_THRESHOLD = 4 * 1024 * 1024
 ARENA_MAX = 2
+#: Between training steps, freed heap pages go back to the kernel whenever resident memory has grown this
+#: much since the last trim (checked every ``TRIM_CHECK_S``; ``trim_on_growth``).
+TRIM_GROWTH_BYTES = 128 * 1024 * 1024
+TRIM_CHECK_S = 0.5
 
 
 @functools.cache
@@ -56,8 +62,8 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def tune_allocator() -> bool:
-    """Cap glibc's arenas and fix the mmap threshold (call early, before the threads start); False
-    where the allocator is not glibc.
+    """Cap glibc's arenas, fix the mmap threshold and start trimming on growth (call early, before the
+    threads start); False where the allocator is not glibc.
 
     A ``MALLOC_ARENA_MAX`` or ``MALLOC_MMAP_THRESHOLD_`` the user set wins.
     """
@@ -68,7 +74,77 @@ def tune_allocator() -> bool:
         libc.mallopt(_M_ARENA_MAX, ARENA_MAX)
     if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
         libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    trim_on_growth()
     return True
+
+
+class _Trimmer:
+    """A daemon thread that calls ``malloc_trim`` when resident memory has grown by ``growth`` bytes since the
+    last trim, unless a training step is running.
+
+    Serving frees heap blocks all the time (the prefix cache's KV, per-request tensors under the mmap
+    threshold) and glibc keeps freed pages resident until something trims them, so over a run resident
+    memory drifts up to the heap's high-water mark, hundreds of MB above what is in use. A trim hands them
+    back in a few ms. Triggering on growth rather than on a clock trims only while memory is climbing: a
+    steady phase costs one ``/proc/self/statm`` read per check. Training steps are skipped: their
+    activations are freed and reused within the step, and a page handed back would be zero-filled again
+    when touched (see above; ``trainer_allocations`` trims before and after the step instead).
+    """
+
+    def __init__(self, growth: int, check_s: float = TRIM_CHECK_S) -> None:
+        self.growth = growth
+        self.check_s = check_s
+        self._paused = 0
+        self._lock = threading.Lock()
+        self.trims = 0
+        threading.Thread(target=self._run, name="harnessrl-malloc-trim", daemon=True).start()
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        with self._lock:
+            self._paused += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._paused -= 1
+
+    def _run(self) -> None:
+        floor = resident_bytes() or 0
+        while True:
+            time.sleep(self.check_s)
+            rss = resident_bytes()
+            if rss is None:
+                return
+            if rss - floor < self.growth:
+                floor = min(floor, rss)
+                continue
+            with self._lock:  # held while trimming, so a step that starts waits for the trim to end
+                if self._paused:
+                    continue
+                release_free_memory()
+                self.trims += 1
+            floor = resident_bytes() or 0
+
+
+@functools.cache
+def trim_on_growth(growth: int = TRIM_GROWTH_BYTES) -> _Trimmer | None:
+    """Start the process's trimming thread (once); None without glibc or with ``HARNESSRL_TRIM_GROWTH_MB=0``,
+    which also overrides the growth (``benchmarks/serve_memory.py`` compares settings)."""
+    if "HARNESSRL_TRIM_GROWTH_MB" in os.environ:
+        growth = int(float(os.environ["HARNESSRL_TRIM_GROWTH_MB"]) * 1024 * 1024)
+    if _glibc() is None or growth <= 0 or resident_bytes() is None:
+        return None
+    return _Trimmer(growth)
+
+
+def resident_bytes() -> int | None:
+    """This process's resident set now (``/proc/self/statm``); None where /proc is not available."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @contextlib.contextmanager
@@ -77,11 +153,13 @@ def trainer_allocations() -> Iterator[None]:
     train`` gets them too), what the rollouts freed trimmed before activations stack on top of it, and what
     the step freed trimmed after it."""
     tune_allocator()
-    release_free_memory()
-    try:
-        yield
-    finally:
+    trimmer = trim_on_growth()
+    with trimmer.paused() if trimmer is not None else contextlib.nullcontext():
         release_free_memory()
+        try:
+            yield
+        finally:
+            release_free_memory()
 
 
 def release_free_memory() -> None:

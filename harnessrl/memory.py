@@ -20,6 +20,13 @@ per-request tensors stay on the heap. Measured with ``benchmarks/serve_memory.py
 (1.66 and 1.95: it depends on where freed blocks land), 1.68 at 4 MB, 1.47 at 1 MB; median time 1.00x,
 1.18x and 1.35x (an earlier pair of rounds gave 4 MB 33-36 s against 34 s: the cost at 4 MB is within this
 machine's noise, at 1 MB it is not).
+
+Between steps, serving frees heap blocks continually (the prefix cache's KV, per-request tensors under the
+threshold); glibc keeps those pages resident until a trim, so a run's resident memory drifted up toward the
+heap's high-water mark, step after step (the demo's floor rose about 40 MB a step and its final evaluation
+peaked at 2.20-2.51 GiB). ``trim_on_growth`` trims whenever resident memory has grown 128 MB since the last
+trim, outside training steps. glibc's own counters on a 5-step demo run without it (``mallinfo2``): heap in
+use 0.6-0.9 GB, freed but kept by the allocator up to 0.9 GB (resident where it was touched).
 """
 
 from __future__ import annotations

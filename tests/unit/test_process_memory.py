@@ -3,6 +3,8 @@ absent, and real readings of resident memory."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import torch
@@ -68,3 +70,27 @@ def test_no_trim_while_a_training_step_runs() -> None:
         del blocks[::2]
         time.sleep(4 * TRIM_CHECK_S)
         assert trimmer.trims == trims
+
+
+SERVING_PROCESS = r"""
+import threading
+from harnessrl.engines.config import EngineConfig
+from harnessrl.engines.embedded import EmbeddedEngine
+from harnessrl.models import tiny_model
+from harnessrl.memory import _glibc
+model, tokenizer = tiny_model()
+before = {t.name for t in threading.enumerate()}
+engine = EmbeddedEngine(model, tokenizer, EngineConfig(model="tiny", max_batch=2, context_window=64))
+after = {t.name for t in threading.enumerate()}
+print(_glibc() is not None, "harnessrl-malloc-trim" in before, "harnessrl-malloc-trim" in after)
+"""
+
+
+def test_a_process_that_serves_trims_without_harnessrl_train() -> None:
+    """`harnessrl gateway --engine embedded` and `harnessrl collect` serve without `harnessrl train`'s setup:
+    building the engine starts the trimming thread itself (a fresh process, as those commands are)."""
+    out = subprocess.run([sys.executable, "-c", SERVING_PROCESS], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    glibc, before, after = out.stdout.split()[-3:]
+    assert before == "False"
+    assert after == glibc  # started wherever the allocator is glibc

@@ -37,7 +37,7 @@ from harnessrl.engines.embedded.prefix_cache import PrefixCache
 from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams, sample_rows
 from harnessrl.engines.embedded.sequence import Sequence
 from harnessrl.engines.embedded.weights import apply_lora, load_full_state_dict
-from harnessrl.memory import release_free_memory
+from harnessrl.memory import release_free_memory, tune_allocator
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +93,10 @@ class EmbeddedEngine:
     def __init__(
         self, model: Any, tokenizer: Any, config: EngineConfig | None = None, *, policy_version: int = 0
     ) -> None:
+        # Serving churns the heap (prefix-cache KV, per-request tensors): the fixed mmap threshold and the
+        # trimming thread keep resident memory near what is in use in every process that serves, not only
+        # under `harnessrl train` (`harnessrl gateway --engine embedded`, `harnessrl collect`, a script).
+        tune_allocator()
         self.config = config or EngineConfig()
         self.model = model
         self.tokenizer = tokenizer

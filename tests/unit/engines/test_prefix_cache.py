@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 
 import torch
 
@@ -64,3 +66,22 @@ def test_short_matches_are_not_reused_and_the_budget_evicts_least_recently_used(
     assert cache.lookup(old + [0])[0] == 0 and cache.lookup(new + [0])[0] == 60
     cache.insert(list(range(500)), kv(list(range(500))))  # larger than the whole budget: not kept
     assert cache.tokens == 60
+
+
+def test_clear_frees_the_kept_kv_without_waiting_for_the_garbage_collector():
+    """Nodes and their children point at each other: clear() must break that, or a step's whole tree stays
+    resident until Python's rare full collection (the engine trims right after clearing)."""
+    cache = PrefixCache(max_tokens=10_000)
+    system = list(range(1000, 1100))
+    for i in range(3):  # a shared node with three children, the deepest with KV of its own
+        s = system + [i] * 20
+        cache.insert(s, kv(s))
+    tensors = [weakref.ref(k) for node in cache._nodes for k, _ in node.layers]
+    assert len(tensors) == 4 * LAYERS and all(t() is not None for t in tensors)
+    gc.disable()
+    try:
+        cache.clear()
+        assert [t() for t in tensors if t() is not None] == []
+    finally:
+        gc.enable()
+    assert cache.lookup(system + [0] * 20) == (0, None)

@@ -25,8 +25,10 @@ Between steps, serving frees heap blocks continually (the prefix cache's KV, per
 threshold); glibc keeps those pages resident until a trim, so a run's resident memory drifted up toward the
 heap's high-water mark, step after step (the demo's floor rose about 40 MB a step and its final evaluation
 peaked at 2.20-2.51 GiB). ``trim_on_growth`` trims whenever resident memory has grown 128 MB since the last
-trim, outside training steps. glibc's own counters on a 5-step demo run without it (``mallinfo2``): heap in
-use 0.6-0.9 GB, freed but kept by the allocator up to 0.9 GB (resident where it was touched).
+trim, outside training steps (the floor of an 8-step demo run still rises about 30 MB a step with it,
+cause not found: docs/training.md section 7). glibc's own counters on a 5-step demo run without it
+(``mallinfo2``): heap in use 0.6-0.9 GB, freed but kept by the allocator up to 0.9 GB (resident where it
+was touched).
 """
 
 from __future__ import annotations

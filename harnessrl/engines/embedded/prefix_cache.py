@@ -111,18 +111,15 @@ class PrefixCache:
         return pos, cache
 
     def clear(self) -> None:
-        """Drop every kept sequence; their KV is freed now, not at the next full garbage collection.
+        """Drop every kept sequence, freeing its KV now.
 
         A node and its children point at each other, so emptying the root alone left every subtree a
-        reference cycle that only Python's cycle collector frees, and its oldest generation runs rarely in a
-        process holding torch and transformers: the KV of a whole step's tree (up to ``max_tokens`` x 46 KB
-        for SmolLM2) stayed resident into the next step, and ``malloc_trim`` right after the clear could not
-        hand it back.
+        reference cycle for Python's cycle collector, and the engine's ``malloc_trim`` right after a clear
+        could not hand back its KV (up to ``max_tokens`` x 46 KB for SmolLM2). Cutting each node's parent
+        link leaves the tree without cycles (eviction only ever drops leaves, which close none).
         """
         for node in self._nodes:
-            node.children = {}
             node.parent = None
-            node.layers = []
         self._root.children.clear()
         self._nodes.clear()
         self.tokens = 0

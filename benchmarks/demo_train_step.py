@@ -31,9 +31,11 @@ CONFIG = Path(__file__).resolve().parents[1] / "examples" / "demo" / "config.tom
 
 
 @contextlib.contextmanager
-def demo_trainer(store_path: str, step: int, **overrides: object) -> Iterator[tuple[Any, Callable[[], Any]]]:
-    """The demo's trainer (its ``[training]`` config with ``overrides``) on a fresh SmolLM2, and a function
-    that builds the batch the run built for ``step`` from its recorded rollouts."""
+def demo_trainer(store_path: str, step: int, base: str = "float32",
+                 **overrides: object) -> Iterator[tuple[Any, Callable[[], Any]]]:
+    """The demo's trainer (its ``[training]`` config with ``overrides``) on a fresh SmolLM2 loaded in ``base``
+    (a bf16 base is what the trainer shares with a bf16 engine), and a function that builds the batch the
+    run built for ``step`` from its recorded rollouts."""
     from harnessrl.config import load_config
     from harnessrl.models import load_model
     from harnessrl.store import open_store
@@ -43,14 +45,15 @@ def demo_trainer(store_path: str, step: int, **overrides: object) -> Iterator[tu
     cfg = load_config(CONFIG).training.model_copy(update=overrides)
     store = open_store(f"sqlite:///{store_path}")
     rollouts = store.list_rollouts(step=step, limit=10_000)
-    model, _ = load_model("smollm2")
+    model, _ = load_model("smollm2", dtype=base)
     with tempfile.TemporaryDirectory() as run_dir:
         yield Trainer(model, cfg, run_dir=run_dir), lambda: batch_from_store(store, rollouts, cfg)
 
 
-def worker(store_path: str, step: int, dtype: str, recompute: bool, repeats: int) -> dict[str, float]:
+def worker(store_path: str, step: int, dtype: str, recompute: bool, repeats: int,
+           base: str = "float32") -> dict[str, float]:
     seconds, metrics = [], {}
-    with demo_trainer(store_path, step, dtype=dtype, gradient_checkpointing=recompute) as (trainer, batch):
+    with demo_trainer(store_path, step, base, dtype=dtype, gradient_checkpointing=recompute) as (trainer, batch):
         for _ in range(repeats):  # the same batch again: the LoRA weights move, the work does not
             b = batch()
             t0 = time.perf_counter()
@@ -99,16 +102,17 @@ def main() -> None:
     ap.add_argument("store", help="a demo run's store.db")
     ap.add_argument("--step", type=int, default=2)
     ap.add_argument("--variants", nargs="+", default=["float32:1", "bfloat16:1", "bfloat16:0"],
-                    help="dtype:recompute pairs ([training] dtype, gradient_checkpointing 1/0)")
+                    help="dtype:recompute[:base] ([training] dtype, gradient_checkpointing 1/0, and the dtype "
+                    "the frozen base is loaded in: float32, or bfloat16 as shared with a bf16 engine)")
     ap.add_argument("--rounds", type=int, default=2, help="processes per variant, alternated")
     ap.add_argument("--repeats", type=int, default=2, help="timed steps per process (median)")
     ap.add_argument("--matmul", action="store_true", help="also print fp32 vs bf16 matmul rates here")
     ap.add_argument("--profile", action="store_true", help="only profile one step of the demo's config")
-    ap.add_argument("--worker", nargs=3, metavar=("DTYPE", "RECOMPUTE", "REPEATS"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", nargs=4, metavar=("DTYPE", "RECOMPUTE", "REPEATS", "BASE"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        dtype, recompute, repeats = args.worker
-        print(json.dumps(worker(args.store, args.step, dtype, recompute == "1", int(repeats))))
+        dtype, recompute, repeats, base = args.worker
+        print(json.dumps(worker(args.store, args.step, dtype, recompute == "1", int(repeats), base)))
         return
     if args.profile:
         profile(args.store, args.step)
@@ -118,9 +122,10 @@ def main() -> None:
     results: dict[str, list[dict[str, float]]] = {v: [] for v in args.variants}
     for _ in range(args.rounds):
         for variant in args.variants:
-            dtype, recompute = variant.split(":")
+            dtype, recompute, base = (variant.split(":") + ["float32"])[:3]
             out = subprocess.run([sys.executable, __file__, args.store, "--step", str(args.step), "--worker",
-                                  dtype, recompute, str(args.repeats)], capture_output=True, text=True, check=True)
+                                  dtype, recompute, str(args.repeats), base], capture_output=True, text=True,
+                                 check=True)
             results[variant].append(json.loads(out.stdout.strip().splitlines()[-1]))
     base = statistics.median(r["seconds"] for r in results[args.variants[0]])
     print(f"step {args.step} of {args.store}: {int(results[args.variants[0]][0]['tokens'])} computed tokens")

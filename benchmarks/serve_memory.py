@@ -6,9 +6,11 @@ settings ``--rounds`` times so both see the same machine: ``--waves`` waves of 2
 attempts of the demo agent's conversation (the gateway's chat template, its tools, the search result),
 sampled at temperature 1.0 with the prefix cache on. Prints, per run, the peak RSS (VmHWM) and seconds.
 ``--trim-growth`` sets ``HARNESSRL_TRIM_GROWTH_MB`` (0: no ``malloc_trim`` while serving; harnessrl/memory.py).
+``--dtypes`` loads the model in each dtype (``[engine] dtype``: bf16 weights and KV cache against fp32).
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_memory.py --thresholds 32 4 1 --rounds 2
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_memory.py --thresholds 4 --trim-growth 0 128 --rounds 3
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/serve_memory.py --thresholds 4 --dtypes float32 bfloat16 --rounds 3
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "examples" / "demo"
 
 
-def worker(waves: int) -> None:
+def worker(waves: int, dtype: str = "float32") -> None:
     """One measurement in this process: prints a JSON line {peak_gib, seconds}."""
     from harnessrl.memory import peak_rss_bytes, tune_allocator
 
@@ -42,7 +44,7 @@ def worker(waves: int) -> None:
     spec = importlib.util.spec_from_file_location("demo_agent", DEMO / "agent.py")
     agent = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(agent)  # type: ignore[union-attr]
-    model, tok = load_model("smollm2")
+    model, tok = load_model("smollm2", dtype=dtype)
     render = TemplateRenderer(tok)
     engine = EmbeddedEngine(model, tok, EngineConfig(max_batch=32))
     tasks = [json.loads(line) for line in (DEMO / "train.jsonl").read_text().splitlines()]
@@ -78,29 +80,30 @@ def main() -> None:
     ap.add_argument("--trim-growth", type=int, nargs="+", default=[128], help="MB; 0 = off")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--waves", type=int, default=2)
-    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--dtypes", nargs="+", default=["float32"], choices=["float32", "bfloat16"])
+    ap.add_argument("--worker", nargs="?", const="float32", metavar="DTYPE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.waves)
+        worker(args.waves, args.worker)
         return
-    settings = [(mb, growth) for mb in args.thresholds for growth in args.trim_growth]
-    results: dict[tuple[int, int], list[dict]] = {s: [] for s in settings}
+    settings = [(mb, growth, dt) for mb in args.thresholds for growth in args.trim_growth for dt in args.dtypes]
+    results: dict[tuple[int, int, str], list[dict]] = {s: [] for s in settings}
     for _ in range(args.rounds):
-        for mb, growth in settings:
+        for mb, growth, dt in settings:
             env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": str(mb * 1024 * 1024),
                    "HARNESSRL_TRIM_GROWTH_MB": str(growth)}
-            out = subprocess.run([sys.executable, __file__, "--worker", "--waves", str(args.waves)], env=env,
+            out = subprocess.run([sys.executable, __file__, "--worker", dt, "--waves", str(args.waves)], env=env,
                                  capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             r = json.loads(out)
-            results[(mb, growth)].append(r)
-            print(f"threshold {mb:>3} MB, trim on {growth} MB growth: peak {r['peak_gib']:.2f} GiB, "
+            results[(mb, growth, dt)].append(r)
+            print(f"threshold {mb:>3} MB, trim on {growth} MB growth, {dt}: peak {r['peak_gib']:.2f} GiB, "
                   f"{r['seconds']:.1f} s", flush=True)
     ref = statistics.median(r["seconds"] for r in results[settings[0]])
-    for (mb, growth), rs in results.items():
+    for (mb, growth, dt), rs in results.items():
         peak = statistics.median(r["peak_gib"] for r in rs)
         secs = statistics.median(r["seconds"] for r in rs)
-        print(f"{mb:>3} MB, trim on {growth} MB growth: median peak {peak:.2f} GiB ({peak * 2**30 / 1e9:.2f} GB), "
-              f"median {secs:.1f} s ({secs / ref:.2f}x the first setting's time)")
+        print(f"{mb:>3} MB, trim on {growth} MB growth, {dt}: median peak {peak:.2f} GiB "
+              f"({peak * 2**30 / 1e9:.2f} GB), median {secs:.1f} s ({secs / ref:.2f}x the first setting's time)")
 
 
 if __name__ == "__main__":

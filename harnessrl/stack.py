@@ -57,7 +57,7 @@ class Stack:
             from harnessrl.engines.embedded import EmbeddedEngine, start_server
             from harnessrl.models import load_model
 
-            model, tokenizer = load_model(config.engine.model, dtype=config.engine.dtype)
+            model, tokenizer = load_model(config.engine.model, dtype=config.engine.embedded_dtype())
             engine = EmbeddedEngine(model, tokenizer, config.engine)
             if config.policies:  # several policies: one adapter each on this base
                 from harnessrl.policies.stack import trained
@@ -140,11 +140,14 @@ def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engin
     import torch
 
     from harnessrl.models import load_model
+    from harnessrl.training.precision import autocast_dtype
     from harnessrl.training.shared_base import can_share, share_frozen_base
     from harnessrl.training.trainer import Trainer
     from harnessrl.weights.publish import FolderPublisher, InProcessPublisher
 
-    if engine is not None and can_share(engine.model, config.training.lora is not None, torch.device("cpu")) \
+    cpu = torch.device("cpu")
+    if engine is not None and can_share(engine.model, config.training.lora is not None, cpu,
+                                        autocast_dtype(config.training.dtype, cpu)) \
             and config.training.device in ("auto", "cpu") and not torch.cuda.is_available():
         model = share_frozen_base(engine.model)  # LoRA on CPU: one copy of the frozen base for both
     else:

@@ -32,8 +32,11 @@ class EngineConfig(BaseModel):
     served_model_name: str | None = Field(
         None, description="Name reported by /v1/models; defaults to the model spec."
     )
-    dtype: Literal["float32", "bfloat16", "float16"] = Field(
-        "float32", description="Weights and compute dtype. Keep float32 on CPU (no native bf16 here)."
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "float32",
+        description="Weights, KV cache and compute dtype of the embedded engine. auto: bfloat16 on a CPU that "
+        "multiplies bf16 natively (AVX512-BF16 or AMX; half the memory, prefill about 4x faster), float32 "
+        "elsewhere (emulated bf16 is slower). vLLM gets the value as its --dtype.",
     )
     max_batch: int = Field(
         8, ge=1, description="Most sequences decoded together in one step; more requests wait in a queue."
@@ -66,3 +69,13 @@ class EngineConfig(BaseModel):
     vllm: VllmConfig = Field(
         default_factory=VllmConfig, description="vLLM settings ([engine.vllm]): launch or attach, LoRA, venv."
     )
+
+    def embedded_dtype(self) -> str:
+        """The torch dtype name the embedded engine loads its weights in (``auto`` resolved on this CPU)."""
+        if self.dtype != "auto":
+            return self.dtype
+        import torch
+
+        from harnessrl.training.precision import native_bf16
+
+        return "bfloat16" if native_bf16(torch.device("cpu")) else "float32"

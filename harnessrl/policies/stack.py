@@ -62,6 +62,7 @@ def make_policy_trainers(config: HarnessConfig, store: Store, run_id: str | None
     from harnessrl.models import load_model
     from harnessrl.policies.trainers import PolicyTrainers, policy_training_config
     from harnessrl.training.metrics import MetricsWriter
+    from harnessrl.training.precision import autocast_dtype
     from harnessrl.training.shared_base import can_share, share_frozen_base
     from harnessrl.training.trackers import open_trackers
     from harnessrl.training.trainer import Trainer
@@ -69,7 +70,8 @@ def make_policy_trainers(config: HarnessConfig, store: Store, run_id: str | None
 
     run_dir = config.run_dir
     base = None
-    share = engine is not None and can_share(engine.model, True, torch.device("cpu")) \
+    cpu = torch.device("cpu")
+    share = engine is not None and can_share(engine.model, True, cpu, autocast_dtype(config.training.dtype, cpu)) \
         and config.training.device in ("auto", "cpu") and not torch.cuda.is_available()
     if not share:
         base, tok = load_model(config.engine.model, dtype="float32")

@@ -22,10 +22,14 @@ def share_frozen_base(model: torch.nn.Module) -> Any:
     return copy.deepcopy(model, memo)
 
 
-def can_share(engine_model: torch.nn.Module, lora: bool, device: torch.device) -> bool:
-    """Sharing is sound when the trainer freezes the base (LoRA) and wants it where and as the engine has it
-    (fp32 on the same device)."""
+def can_share(engine_model: torch.nn.Module, lora: bool, device: torch.device,
+              compute_dtype: torch.dtype | None = None) -> bool:
+    """Sharing is sound when the trainer freezes the base (LoRA) and wants it where and as the engine has it:
+    fp32 on the same device, or bf16 when the trainer computes in bf16 anyway (``compute_dtype``, its
+    autocast dtype). On a bf16 base the trainer then computes as the bf16 engine that sampled the tokens does
+    (bf16 weights and activations); the adapter and its optimizer state stay fp32."""
     if not lora or hasattr(engine_model, "peft_config"):
         return False  # full fine-tuning writes the weights; an already wrapped engine model has its adapter
     params = list(engine_model.parameters())
-    return bool(params) and all(p.dtype == torch.float32 and p.device == device for p in params)
+    allowed = {torch.float32} | ({torch.bfloat16} if compute_dtype == torch.bfloat16 else set())
+    return bool(params) and all(p.dtype in allowed and p.device == device for p in params)

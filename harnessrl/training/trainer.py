@@ -77,7 +77,11 @@ class Trainer:
         self.dist = DistContext.from_env(self.device)  # torchrun with WORLD_SIZE > 1: FSDP data parallel
         self.device = self.dist.device_for(self.device)
         self.autocast_dtype = autocast_dtype(config.dtype, self.device)
-        model = model.to(self.device, torch.float32)
+        # fp32 master weights for whatever trains; a frozen LoRA base may stay bf16 under bf16 autocast (the
+        # bf16 engine's own tensors when shared: casting them here would cast the engine's weights too)
+        frozen_bf16 = config.lora is not None and self.autocast_dtype == torch.bfloat16 and all(
+            p.dtype in (torch.bfloat16, torch.float32) for p in model.parameters())
+        model = model.to(self.device) if frozen_bf16 else model.to(self.device, torch.float32)
         self._choose_attention(model)
         if config.lora is not None:
             model = self._wrap_lora(model)

@@ -138,7 +138,7 @@ class EmbeddedEngine:
         from harnessrl.models import load_model
 
         config = config or EngineConfig()
-        model, tokenizer = load_model(config.model, dtype=config.dtype)
+        model, tokenizer = load_model(config.model, dtype=config.embedded_dtype())
         return cls(model, tokenizer, config)
 
     # ---- requests -------------------------------------------------------------------------------------------

@@ -59,3 +59,42 @@ def test_trainer_on_shared_base_trains_publishes_and_leaves_the_base_alone():
             assert torch.equal(param, value), f"{name} changed: the frozen base must stay frozen"
     finally:
         engine.close()
+
+
+def test_a_bf16_engine_shares_its_base_only_with_a_trainer_that_computes_in_bf16():
+    """A bf16 base is shared with a bf16-autocast trainer (it would cast the weights anyway), which then scores
+    the engine's tokens as the engine computed them; an fp32 trainer gets no bf16 base to train on."""
+    from harnessrl.training.forward import token_logprobs
+    from harnessrl.training.losses import token_weights
+    from harnessrl.training.micro_batches import make_micro_batches
+    from harnessrl.training.samples import build_samples
+
+    model, tokenizer = tiny.tiny_model()
+    model = model.to(torch.bfloat16)
+    cpu = torch.device("cpu")
+    assert can_share(model, lora=True, device=cpu, compute_dtype=torch.bfloat16)
+    assert not can_share(model, lora=True, device=cpu, compute_dtype=None)
+    engine = embedded.EmbeddedEngine(model, tokenizer)
+    try:
+        before = {n: (p, p.detach().clone()) for n, p in model.named_parameters()}
+        call = _generate(engine, tokenizer.encode("hello world, the answer is"))
+        (sample,) = build_samples([call], "g").samples
+        trainer = Trainer(share_frozen_base(engine.model),
+                          TrainingConfig(lora=LORA, lr=5e-2, device="cpu", dtype="bfloat16"),
+                          publisher=InProcessPublisher(engine))
+        assert trainer.autocast_dtype == torch.bfloat16
+        assert {p.dtype for p in trainer.model.parameters() if p.requires_grad} == {torch.float32}
+        (mb,) = make_micro_batches([sample], token_weights([sample], "token"), 10_000)
+        with torch.no_grad():
+            scored = token_logprobs(trainer.model, mb, cpu, torch.bfloat16)[0].tolist()
+        assert scored == pytest.approx(call.completion_logprobs, abs=0.05)  # bf16 rounding, not a mismatch
+        trained = sample.__class__(**{**{f: getattr(sample, f) for f in sample.__slots__}, "advantage": 1.0})
+        trainer.step([trained])
+        assert trainer.publish() == 1 and engine.version == 1
+        after = engine.generate(call.prompt_token_ids, embedded.SamplingParams(max_tokens=6, seed=1, ignore_eos=True),
+                                timeout=60)
+        assert after.choices[0].logprobs != call.completion_logprobs  # the engine serves the update
+        for name, (param, value) in before.items():
+            assert param.dtype == torch.bfloat16 and torch.equal(param, value), f"{name} changed"
+    finally:
+        engine.close()

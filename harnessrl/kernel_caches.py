@@ -5,7 +5,7 @@ for every new (M, K, N) and keeps it in two caches, oneDNN's own and ideep's LRU
 default. The demo's shapes keep changing (every packed micro-batch has its own token count, every prefill
 its own length), so those caches only grow: 200 distinct shapes of one linear layer, forward and backward,
 kept 255 MB resident after ``malloc_trim`` (fp32: 23 MB), about 0.4 MB an entry. That was the demo's
-resident floor rising 30-80 MB a step. At 64 entries each they hold about 60 MB, and what is hot stays:
+resident floor rising 30-80 MB a step. At 64 entries each the same loop kept 54 MB, and what is hot stays:
 a decode step's 24-row matmul took 145 us with them against 2 ms re-created every call (no cache), and
 large matmuls do not notice a miss. A capacity the user set wins.
 """

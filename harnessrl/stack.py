@@ -151,6 +151,9 @@ def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engin
             and config.training.device in ("auto", "cpu") and not torch.cuda.is_available():
         model = share_frozen_base(engine.model)  # LoRA on CPU: one copy of the frozen base for both
     else:
+        if engine is not None and config.training.lora is not None and engine.model.dtype != torch.float32:
+            log.info("the trainer loads its own fp32 copy of the base: the engine serves in %s and training "
+                     "computes in fp32 ([training] dtype = %r)", engine.model.dtype, config.training.dtype)
         model, tok = load_model(config.engine.model, dtype="float32")
         tokenizer = tokenizer or tok
     run_dir = config.run_dir

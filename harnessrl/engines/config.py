@@ -76,6 +76,6 @@ class EngineConfig(BaseModel):
             return self.dtype
         import torch
 
-        from harnessrl.training.precision import native_bf16
+        from harnessrl import bf16
 
-        return "bfloat16" if native_bf16(torch.device("cpu")) else "float32"
+        return "bfloat16" if bf16.native_bf16(torch.device("cpu")) else "float32"

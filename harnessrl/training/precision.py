@@ -11,15 +11,9 @@ from __future__ import annotations
 
 import torch
 
+from harnessrl.bf16 import native_bf16
 
-def native_bf16(device: torch.device) -> bool:
-    """Whether ``device`` runs bf16 matmuls in hardware (CUDA with bf16, or a CPU with AVX512-BF16/AMX)."""
-    if device.type == "cuda":
-        return bool(torch.cuda.is_bf16_supported())
-    if device.type == "cpu":
-        cpu = torch.cpu
-        return bool(cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported())
-    return False
+__all__ = ["autocast_dtype", "native_bf16"]
 
 
 def autocast_dtype(dtype: str, device: torch.device) -> torch.dtype | None:

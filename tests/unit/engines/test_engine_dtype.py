@@ -5,22 +5,22 @@ from __future__ import annotations
 import pytest
 import torch
 
+from harnessrl import bf16
 from harnessrl.engines.config import EngineConfig
-from harnessrl.training import precision
 
 embedded = pytest.importorskip("harnessrl.engines.embedded")
 
 
 @pytest.mark.parametrize("native, expected", [(True, "bfloat16"), (False, "float32")])
 def test_auto_is_bf16_only_on_a_cpu_with_native_bf16(monkeypatch, native, expected):
-    monkeypatch.setattr(precision, "native_bf16", lambda device: native)
+    monkeypatch.setattr(bf16, "native_bf16", lambda device: native)
     assert EngineConfig(dtype="auto").embedded_dtype() == expected
     assert EngineConfig(dtype="float32").embedded_dtype() == "float32"  # an explicit dtype is kept
     assert EngineConfig(dtype="bfloat16").embedded_dtype() == "bfloat16"
 
 
 def test_an_engine_built_from_config_serves_in_the_resolved_dtype(monkeypatch):
-    monkeypatch.setattr(precision, "native_bf16", lambda device: True)
+    monkeypatch.setattr(bf16, "native_bf16", lambda device: True)
     engine = embedded.EmbeddedEngine.from_config(EngineConfig(model="tiny", dtype="auto"))
     try:
         assert {p.dtype for p in engine.model.parameters()} == {torch.bfloat16}

@@ -13,8 +13,8 @@ import sys
 import pytest
 import torch
 
+from harnessrl.bf16 import native_bf16
 from harnessrl.kernel_caches import CAPACITY, KNOBS
-from harnessrl.training.precision import native_bf16
 
 SHOW = "import os; print(os.environ.get('ONEDNN_PRIMITIVE_CACHE_CAPACITY'), os.environ.get('LRU_CACHE_CAPACITY'))"
 

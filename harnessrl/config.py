@@ -91,6 +91,19 @@ class RunConfig(BaseModel):
         None, ge=1, description="dynamic_sampling / explore_until_reward: most attempts one step may launch, "
         "extras included (None: 3 x tasks_per_step x attempts_per_task)."
     )
+    explore_hold: bool = Field(
+        False, description="With explore_until_reward: until some attempt of the run has reached that reward, "
+        "steps train nothing and the policy stays as it is while the waves search (the steps still count). "
+        "Before the full answer exists, every update can only reinforce partial ones, which makes the full "
+        "answer rarer with each step (docs/training.md, section 7). False: those steps train their best groups."
+    )
+
+    @model_validator(mode="after")
+    def _hold_needs_a_target(self) -> RunConfig:
+        if self.explore_hold and self.explore_until_reward is None:
+            raise ValueError("[run] explore_hold holds the policy until explore_until_reward is reached: set "
+                             "explore_until_reward too (e.g. 1.0), or remove explore_hold")
+        return self
 
 
 class TasksConfig(BaseModel):

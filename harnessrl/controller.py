@@ -396,6 +396,16 @@ class Controller:
         """Each group's scored rewards (unscored attempts left out), read from the store once."""
         return [[v for v in self.rewards_of(g).values() if v is not None] for g in groups]
 
+    def _holding(self, step: int) -> bool:
+        """``[run] explore_hold``: whether ``step`` trains nothing, because no attempt of the run, this step's
+        included, has reached ``explore_until_reward`` yet."""
+        run = self.config.run
+        if not run.explore_hold or run.explore_until_reward is None:
+            return False
+        if self.step_stats.get(step, Counter()).get("explore.reached"):
+            return False
+        return not self._reached_before(step, run.explore_until_reward)
+
     def _reached_before(self, step: int, target: float) -> bool:
         """Whether a training attempt of an earlier step reached ``target``: exploration is for finding the
         first one (success replay, ``[training] replay_best``, keeps training it until the policy samples
@@ -493,6 +503,10 @@ class Controller:
                 await asyncio.to_thread(self._add_replays, step, batch)
                 self._past_attempts[step] = [PastAttempt(rid, step, v) for rid, v in batch.rewards.items()]
         batch.counts["rollouts_stale_dropped"] += stale
+        if await asyncio.to_thread(self._holding, step):  # [run] explore_hold: nothing to train toward yet
+            batch.counts["explore.held"] += 1
+            batch.counts["explore.held_samples"] += len(batch.samples)
+            batch.samples = []
         batch.counts.update(self.step_stats.pop(step, Counter()))
         if self.stack.engine is not None and self.config.run.mode != "async":  # idle now: its caches go stale
             await asyncio.to_thread(self.stack.engine.release_memory)  # so the step's peak is not theirs + ours

@@ -102,3 +102,34 @@ def test_exploration_launches_groups_until_the_full_reward_appears_then_trains_t
             trained = rewards[reached[0]]
             assert m["reward/mean"] == pytest.approx(sum(trained) / len(trained))
         found_before = found_before or bool(reached)
+
+
+@pytest.mark.slow  # ~20 s each on a quiet 2-core machine (three steps of up to 12 harness subprocesses)
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("flat", [3, 12])
+def test_holding_trains_nothing_until_the_full_reward_appears(tmp_path: Path, flat: int) -> None:
+    """``explore_hold``: a step whose waves found no 1.0 (none found before either) trains nothing; the step
+    that finds one trains as usual, and so does every step after it."""
+    steps, launched = _run(tmp_path, tasks=12, flat=flat,
+                           run_settings="explore_until_reward = 1.0\nmax_attempts_per_step = 12\nexplore_hold = true")
+    found = False
+    for m, rollouts in zip(steps, launched, strict=True):
+        found = found or any(reward >= 1.0 for _, reward in rollouts)
+        if found:
+            assert "count/explore.held" not in m
+            assert m["samples/count"] > 0 and m["tokens/trained"] > 0
+        else:
+            assert m["count/explore.held"] == 1
+            assert m["samples/count"] == 0 and m.get("tokens/trained", 0) == 0
+            if flat == 3:  # the groups of the rewarded tasks varied: built, then held back
+                assert m["count/explore.held_samples"] > 0
+    if flat == 12:
+        assert not found  # the flat tasks never reach 1.0: every step held
+
+
+def test_hold_without_a_target_is_refused(tmp_path: Path) -> None:
+    from harnessrl.config import RunConfig
+
+    with pytest.raises(ValueError, match="explore_until_reward"):
+        RunConfig(explore_hold=True)
+    assert RunConfig(explore_hold=True, explore_until_reward=1.0).explore_hold

@@ -136,7 +136,9 @@ def test_default_max_tokens_stops_at_the_window(engine):
 def test_a_long_generation_does_not_starve_a_short_one(engine, tiny):
     _, tokenizer = tiny
     long = engine.submit(tokenizer.encode("hello"), SamplingParams(max_tokens=200, ignore_eos=True))
-    time.sleep(0.2)
+    deadline = time.monotonic() + 30
+    while long._sync.qsize() < 2 and time.monotonic() < deadline:  # running: admitted and decoding
+        time.sleep(0.001)  # (a fixed sleep let the tiny model finish all 200 tokens first on a fast CPU)
     short = engine.submit(tokenizer.encode("world"), SamplingParams(max_tokens=3, ignore_eos=True))
     short.result(30)
     assert long._sync.qsize() < 200  # the long one is still generating when the short one is done

@@ -140,15 +140,11 @@ def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engin
     import torch
 
     from harnessrl.models import load_model
-    from harnessrl.training.precision import autocast_dtype
-    from harnessrl.training.shared_base import can_share, share_frozen_base
+    from harnessrl.training.shared_base import share_frozen_base, shares_engine_base
     from harnessrl.training.trainer import Trainer
     from harnessrl.weights.publish import FolderPublisher, InProcessPublisher
 
-    cpu = torch.device("cpu")
-    if engine is not None and can_share(engine.model, config.training.lora is not None, cpu,
-                                        autocast_dtype(config.training.dtype, cpu)) \
-            and config.training.device in ("auto", "cpu") and not torch.cuda.is_available():
+    if engine is not None and shares_engine_base(engine.model, config.training, config.training.lora is not None):
         model = share_frozen_base(engine.model)  # LoRA on CPU: one copy of the frozen base for both
     else:
         if engine is not None and config.training.lora is not None and engine.model.dtype != torch.float32:

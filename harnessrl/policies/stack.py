@@ -57,22 +57,18 @@ class AdapterPublisher:
 def make_policy_trainers(config: HarnessConfig, store: Store, run_id: str | None, engine: Any, tokenizer: Any,
                          vllm: Any = None) -> PolicyTrainers:
     """One LoRA ``Trainer`` per trained policy, all on one frozen base (the engine's, when it can be shared)."""
-    import torch
 
     from harnessrl.models import load_model
     from harnessrl.policies.trainers import PolicyTrainers, policy_training_config
     from harnessrl.training.metrics import MetricsWriter
-    from harnessrl.training.precision import autocast_dtype
-    from harnessrl.training.shared_base import can_share, share_frozen_base
+    from harnessrl.training.shared_base import share_frozen_base, shares_engine_base
     from harnessrl.training.trackers import open_trackers
     from harnessrl.training.trainer import Trainer
     from harnessrl.weights.publish import FolderPublisher
 
     run_dir = config.run_dir
     base = None
-    cpu = torch.device("cpu")
-    share = engine is not None and can_share(engine.model, True, cpu, autocast_dtype(config.training.dtype, cpu)) \
-        and config.training.device in ("auto", "cpu") and not torch.cuda.is_available()
+    share = engine is not None and shares_engine_base(engine.model, config.training, lora=True)
     if not share:
         base, tok = load_model(config.engine.model, dtype="float32")
         tokenizer = tokenizer or tok

@@ -14,6 +14,15 @@ from typing import Any
 
 import torch
 
+from harnessrl.training.config import TrainingConfig
+from harnessrl.training.precision import autocast_dtype
+
+
+def frozen_base_dtypes(compute_dtype: torch.dtype | None) -> set[torch.dtype]:
+    """The dtypes a frozen (LoRA) base may keep in the trainer: fp32, and bf16 when the trainer computes in
+    bf16 anyway (its autocast dtype), as a bf16 engine's shared base is."""
+    return {torch.float32} | ({torch.bfloat16} if compute_dtype == torch.bfloat16 else set())
+
 
 def share_frozen_base(model: torch.nn.Module) -> Any:
     """A copy of ``model``'s modules that reuses its parameters and buffers (no tensor is copied)."""
@@ -31,5 +40,13 @@ def can_share(engine_model: torch.nn.Module, lora: bool, device: torch.device,
     if not lora or hasattr(engine_model, "peft_config"):
         return False  # full fine-tuning writes the weights; an already wrapped engine model has its adapter
     params = list(engine_model.parameters())
-    allowed = {torch.float32} | ({torch.bfloat16} if compute_dtype == torch.bfloat16 else set())
+    allowed = frozen_base_dtypes(compute_dtype)
     return bool(params) and all(p.dtype in allowed and p.device == device for p in params)
+
+
+def shares_engine_base(engine_model: torch.nn.Module, training: TrainingConfig, lora: bool) -> bool:
+    """Whether a trainer in this process reads the embedded engine's base: LoRA, training on the CPU the
+    engine serves from, in a dtype it computes with (``can_share``)."""
+    cpu = torch.device("cpu")
+    return training.device in ("auto", "cpu") and not torch.cuda.is_available() \
+        and can_share(engine_model, lora, cpu, autocast_dtype(training.dtype, cpu))

@@ -34,6 +34,7 @@ from harnessrl.training.metrics import MetricsWriter
 from harnessrl.training.micro_batches import MicroBatch, make_micro_batches
 from harnessrl.training.ppo_minibatches import split_by_rollout
 from harnessrl.training.precision import autocast_dtype
+from harnessrl.training.shared_base import frozen_base_dtypes
 from harnessrl.training.trackers import open_trackers
 from harnessrl.training.train_batch import TrainBatch
 from harnessrl.types import Sample
@@ -80,7 +81,7 @@ class Trainer:
         # fp32 master weights for whatever trains; a frozen LoRA base may stay bf16 under bf16 autocast (the
         # bf16 engine's own tensors when shared: casting them here would cast the engine's weights too)
         frozen_bf16 = config.lora is not None and self.autocast_dtype == torch.bfloat16 and all(
-            p.dtype in (torch.bfloat16, torch.float32) for p in model.parameters())
+            p.dtype in frozen_base_dtypes(self.autocast_dtype) for p in model.parameters())
         model = model.to(self.device) if frozen_bf16 else model.to(self.device, torch.float32)
         self._choose_attention(model)
         if config.lora is not None:

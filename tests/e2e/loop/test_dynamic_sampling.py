@@ -125,11 +125,3 @@ def test_holding_trains_nothing_until_the_full_reward_appears(tmp_path: Path, fl
                 assert m["count/explore.held_samples"] > 0
     if flat == 12:
         assert not found  # the flat tasks never reach 1.0: every step held
-
-
-def test_hold_without_a_target_is_refused(tmp_path: Path) -> None:
-    from harnessrl.config import RunConfig
-
-    with pytest.raises(ValueError, match="explore_until_reward"):
-        RunConfig(explore_hold=True)
-    assert RunConfig(explore_hold=True, explore_until_reward=1.0).explore_hold

@@ -139,3 +139,11 @@ def test_the_demo_config_is_seeded_with_the_measured_settings() -> None:
     assert cfg.training.replay_best == 4 and cfg.training.warmup_steps == 2
     assert cfg.run.train_temperature == 1.0 and cfg.run.eval_temperature == 0.0
     assert cfg.training.seed == cfg.engine.seed == cfg.run.seed
+
+
+def test_hold_without_a_target_is_refused() -> None:
+    from harnessrl.config import RunConfig
+
+    with pytest.raises(ValueError, match="explore_until_reward"):
+        RunConfig(explore_hold=True)
+    assert RunConfig(explore_hold=True, explore_until_reward=1.0).explore_hold

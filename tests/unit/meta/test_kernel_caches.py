@@ -18,7 +18,7 @@ from harnessrl.kernel_caches import CAPACITY, KNOBS
 
 SHOW = "import os; print(os.environ.get('ONEDNN_PRIMITIVE_CACHE_CAPACITY'), os.environ.get('LRU_CACHE_CAPACITY'))"
 
-# 200 distinct bf16 matmul shapes, forward and backward, three passes: resident growth after malloc_trim
+# 200 distinct bf16 matmul shapes, forward and backward, two passes: resident growth after malloc_trim
 GROWTH = """
 import ctypes, torch
 def rss(): return int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0]) / 1024

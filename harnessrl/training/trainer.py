@@ -105,6 +105,9 @@ class Trainer:
             params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay
         )
         self.step_count = 0
+        #: Steps that updated the weights: lr warmup counts these, since a step with nothing to train (every
+        #: group alike, or ``[run] explore_hold``) leaves AdamW's first, sign-sized update still to come.
+        self.updating_steps = 0
         #: What a step minimizes: the PPO policy-gradient loss (RL), or the negative log-likelihood of the
         #: trained tokens (``harnessrl sft``, ``[run] mode = "rft"``: docs/sft.md).
         self.objective: Literal["policy_gradient", "sft"] = "policy_gradient"
@@ -167,8 +170,8 @@ class Trainer:
         # Several updates with truncated IS: the "old" policy is the trainer before this step's first update.
         old = self._old_logprobs(mine) if cfg.tis_cap is not None and updates > 1 else None
         t1 = time.perf_counter()
-        for group in self.optimizer.param_groups:  # warmup by training step: a resumed run continues it
-            group["lr"] = cfg.lr * min(1.0, (self.step_count + 1) / (cfg.warmup_steps + 1))
+        for group in self.optimizer.param_groups:  # warmup by updating step: a resumed run continues it
+            group["lr"] = cfg.lr * min(1.0, (self.updating_steps + 1) / (cfg.warmup_steps + 1))
         sums: Counter[str] = Counter()
         ref_time = 0.0
         norms: list[float] = []
@@ -186,6 +189,7 @@ class Trainer:
         # Nothing trainable (e.g. every group had zero variance) means no update, but the step still counts
         # so that step numbers stay aligned with the controller's.
         self.step_count += 1
+        self.updating_steps += updates > 0
         metrics = self._metrics(tb, samples, sums, sum(map(len, minis)), norms, updates)
         metrics.update({"time/prepare_s": t1 - t0, "time/forward_backward_s": t2 - t1 - ref_time,
                         "time/reference_s": ref_time, "time/step_s": t2 - t0,
@@ -337,8 +341,8 @@ class Trainer:
             if self.run_dir is None:
                 raise ValueError("save_checkpoint needs a path when the trainer has no run_dir")
             path = checkpoint_dir(self.run_dir, self.step_count)
-        state = {"step": self.step_count, "policy_version": self.policy_version,
-                 "config": self.config.model_dump(mode="json")}
+        state = {"step": self.step_count, "updating_steps": self.updating_steps,
+                 "policy_version": self.policy_version, "config": self.config.model_dump(mode="json")}
         if not self.dist.enabled:
             return ckpt.save_checkpoint(path, self.model, self.optimizer, state)
         optim = self.dist.full_optimizer_state(self.model, self.optimizer)  # collective, then rank 0 writes
@@ -363,6 +367,7 @@ class Trainer:
                 logger.info("resumed optimizer: lr %s -> %s (this run's [training] lr)", group.get("lr"), cfg.lr)
             group.update(lr=cfg.lr, weight_decay=cfg.weight_decay, betas=tuple(cfg.betas))
         self.step_count = int(state["step"])
+        self.updating_steps = int(state.get("updating_steps", self.step_count))  # older checkpoints: every step
         self.policy_version = int(state["policy_version"])
 
     def close(self, failed: bool = False) -> None:

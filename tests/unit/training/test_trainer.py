@@ -128,6 +128,21 @@ def test_warmup_scales_the_first_steps_lr_and_continues_after_a_resume(tmp_path)
     assert resumed.step(batch)["lr"] == pytest.approx(5e-3)  # step 2: warmup over
 
 
+def test_a_step_with_nothing_to_train_does_not_use_up_the_warmup(tmp_path):
+    """A held or all-alike step makes no update, so AdamW's first (sign-sized) update is still to come: the
+    next step that trains starts the warmup, also after a resume."""
+    batch = _batch(tiny_llama(), seed=3)
+    trainer = Trainer(tiny_llama(), _cfg(warmup_steps=2))
+    for _ in range(3):
+        assert trainer.step([])["updates"] == 0
+    assert not trainer.optimizer.state  # nothing moved
+    assert trainer.step(batch)["lr"] == pytest.approx(5e-3 / 3)
+    assert trainer.step_count == 4 and trainer.updating_steps == 1
+    resumed = Trainer(tiny_llama(), _cfg(warmup_steps=2))
+    resumed.load_checkpoint(trainer.save_checkpoint(tmp_path / "ck"))
+    assert resumed.step_count == 4 and resumed.step(batch)["lr"] == pytest.approx(5e-3 * 2 / 3)
+
+
 def test_kl_to_reference_is_zero_at_start_then_positive():
     model = tiny_llama()
     batch = _batch(model)

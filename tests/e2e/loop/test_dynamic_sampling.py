@@ -107,7 +107,7 @@ def test_exploration_launches_groups_until_the_full_reward_appears_then_trains_t
 @pytest.mark.slow  # ~20 s each on a quiet 2-core machine (three steps of up to 12 harness subprocesses)
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("flat", [3, 12])
-def test_holding_trains_nothing_until_the_full_reward_appears(tmp_path: Path, flat: int) -> None:
+def test_holding_trains_nothing_until_the_full_reward_appears(tmp_path: Path, flat: int, capsys) -> None:
     """``explore_hold``: a step whose waves found no 1.0 (none found before either) trains nothing; the step
     that finds one trains as usual, and so does every step after it."""
     steps, launched = _run(tmp_path, tasks=12, flat=flat,
@@ -123,5 +123,7 @@ def test_holding_trains_nothing_until_the_full_reward_appears(tmp_path: Path, fl
             assert m["samples/count"] == 0 and m.get("tokens/trained", 0) == 0
             if flat == 3:  # the groups of the rewarded tasks varied: built, then held back
                 assert m["count/explore.held_samples"] > 0
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
+    assert ["held: no 1 yet" in line for line in lines] == ["count/explore.held" in m for m in steps], lines
     if flat == 12:
         assert not found  # the flat tasks never reach 1.0: every step held

@@ -107,6 +107,10 @@ class AdminClient:
     async def set_policy_version(self, version: int) -> dict[str, Any]:
         return await self._post("/admin/policy_version", {"version": version})
 
+    async def closed(self, rollout_id: str) -> None:
+        """Tell the gateway a rollout was closed in the store, so it refuses its calls and drops its memory."""
+        await self._post(f"/admin/rollouts/{rollout_id}/closed", {})
+
     async def close(self) -> None:
         await self._client.aclose()
 
@@ -228,9 +232,21 @@ class Controller:
         except Exception as exc:  # a bug or infra problem: never let one attempt sink the step
             log.exception("attempt %s failed in the controller", rid)
             rollout = await asyncio.to_thread(self._fail_infra, rid, f"controller error: {type(exc).__name__}: {exc}")
+        await self._tell_closed(rollout)
         if self.on_finished is not None:
             self.on_finished(rollout)
         return rollout
+
+    async def _tell_closed(self, rollout: Rollout) -> None:
+        """The gateway learns of a rollout closed in the store here; without it the rollout's render history
+        stayed in the gateway for the rest of the run. Memory only: a failure is logged, never the attempt's."""
+        if self.admin is None or not rollout.status.terminal:
+            return
+        try:
+            await self.admin.closed(rollout.id)
+        except (httpx.HTTPError, StoreError) as exc:
+            log.warning("could not tell the gateway that rollout %s closed (%s); it keeps its history until "
+                        "evicted", rollout.id, exc)
 
     @property
     def _group_judge(self) -> bool:
@@ -266,6 +282,7 @@ class Controller:
                 log.exception("closing judged attempt %s failed", spec.rollout_id)
                 closed[spec.rollout_id] = await asyncio.to_thread(self._fail_infra, spec.rollout_id,
                                                                   f"controller error: {exc}")
+            await self._tell_closed(closed[spec.rollout_id])
             if self.on_finished is not None:
                 self.on_finished(closed[spec.rollout_id])
         out = [closed.get(r.id, r) for r in rollouts]

@@ -172,6 +172,19 @@ class AdminApi:
             self.gw.pool.forget(rid)
         return json_response(rollout_json(rollout, self.redact))
 
+    async def closed(self, request: Request) -> Response:
+        """A controller that closed a rollout in the store itself (scored, or failed) says so here: the gateway
+        refuses the rollout's calls from now on and drops what it kept for it (render and fidelity history,
+        engine affinity), which otherwise stays until evicted. 409 while the store has it open."""
+        rid = request.path_params["rollout"]
+        rollout = await asyncio.to_thread(self.gw.store.get_rollout, rid)
+        if not rollout.status.terminal:
+            raise GatewayError(f"rollout {rid!r} is {rollout.status.value} in the store; close it first "
+                               "(POST /admin/rollouts/{rollout}/status)", status=409, code="rollout_open")
+        self.gw.registry.mark_closed(rid)
+        self.gw.pool.forget(rid)
+        return json_response({"rollout_id": rid, "status": rollout.status.value})
+
     # -- weight updates -------------------------------------------------------------------------------
     async def pause(self, request: Request) -> Response:
         body = await self._body(request) if int(request.headers.get("content-length") or 0) else {}

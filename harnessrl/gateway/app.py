@@ -149,6 +149,7 @@ class Gateway:
             Route("/admin/rollouts", r(admin.list_rollouts), methods=["GET"]),
             Route("/admin/rollouts/{rollout}", r(admin.get_rollout), methods=["GET"]),
             Route("/admin/rollouts/{rollout}/status", r(admin.set_status), methods=["POST"]),
+            Route("/admin/rollouts/{rollout}/closed", r(admin.closed), methods=["POST"]),
             Route("/admin/pause", r(admin.pause), methods=["POST"]),
             Route("/admin/resume", r(admin.resume), methods=["POST"]),
             Route("/admin/policy_version", r(admin.policy_version), methods=["POST"]),

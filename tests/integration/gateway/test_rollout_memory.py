@@ -79,3 +79,32 @@ def test_a_closed_rollouts_render_history_is_dropped(make_gateway):
     for status in ("running", "succeeded"):
         assert gw.admin.post(f"/admin/rollouts/{r.id}/status", json={"status": status}).status_code == 200
     assert r.id not in histories
+
+
+def test_a_rollout_closed_in_the_store_is_forgotten_when_its_controller_says_so(make_gateway):
+    """The controller closes rollouts in the store, not through the gateway; ``POST .../closed`` then drops
+    the gateway's history of it (the render history stayed for the whole run before) and refuses its calls.
+    A rollout the store still has open is not closed by it."""
+    pytest.importorskip("transformers")
+    from harnessrl.gateway.render import RenderConfig
+    from harnessrl.types import RolloutStatus
+
+    gw = make_gateway(render_mode="gateway", render=RenderConfig(tokenizer="tiny"))
+    r = gw.rollout()
+    c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
+    c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hello"}], max_tokens=4)
+    histories = gw.gateway.calls.s.renderer._histories
+    refused = gw.admin.post(f"/admin/rollouts/{r.id}/closed", json={})
+    assert refused.status_code == 409 and "close it first" in refused.text
+    assert r.id in histories  # still open: kept
+    assert gw.admin.post("/admin/rollouts/nope/closed", json={}).status_code == 404
+    gw.store.transition_rollout(r.id, RolloutStatus.RUNNING)
+    gw.store.transition_rollout(r.id, RolloutStatus.SUCCEEDED)
+    assert r.id in histories  # the gateway does not read the store for this
+    done = gw.admin.post(f"/admin/rollouts/{r.id}/closed", json={})
+    assert done.status_code == 200 and done.json()["status"] == "succeeded"
+    assert r.id not in histories and r.id not in gw.gateway.pool._affinity
+    with pytest.raises(openai.APIStatusError) as late:
+        c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hello"}], max_tokens=4)
+    assert late.value.status_code == 410
+    assert len(gw.store.get_calls(r.id)) == 1

@@ -92,9 +92,12 @@ def test_a_step_and_an_evaluation_call_the_store_only_from_worker_threads(tmp_pa
 
     try:
         report, evaluation = asyncio.run(main())
+        states = list(server.gateway.registry._states.values())
     finally:
         server.stop()
         engine.stop()
+    # the controller closed them in the store and told the gateway: none stays open in its memory
+    assert len(states) >= 6 and all(s.closed for s in states)
     assert report.rollouts >= 4 and report.infra == 0
     assert (config.run_dir / "checkpoints" / "step_000001").is_dir()
     assert [v.version for v in controller_store.list_policy_versions()] == [1]

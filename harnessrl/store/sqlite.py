@@ -52,7 +52,10 @@ class SqliteStore(CanaryMixin, DeploymentsMixin, FeedbackMixin, JudgeCallsMixin,
         self._lock = threading.RLock()
         super().__init__(cache_bytes=cache_bytes, lock=self._lock)  # the cache changes only under it
         self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
+        #: One reader per thread, with its thread: a reader of a thread that has ended is closed when the next
+        #: reader opens (worker pools such as anyio's end idle threads, and each reader holds a page cache and
+        #: file handles).
+        self._readers: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._conn: sqlite3.Connection | None = self._connect()
         try:
             self._migrate(self._conn)
@@ -132,9 +135,20 @@ class SqliteStore(CanaryMixin, DeploymentsMixin, FeedbackMixin, JudgeCallsMixin,
             with self._lock:
                 conn = self._connect()
                 conn.execute("PRAGMA query_only = ON")
-                self._readers.append(conn)
+                self._close_orphan_readers()
+                self._readers.append((threading.current_thread(), conn))
             self._local.conn = conn
         yield conn
+
+    def _close_orphan_readers(self) -> None:
+        """Close the readers of threads that have ended (under the lock; nobody else can use them)."""
+        live = []
+        for thread, conn in self._readers:
+            if thread.is_alive():
+                live.append((thread, conn))
+            else:
+                conn.close()
+        self._readers = live
 
     def _in_ids(self, ids: Sequence[str]) -> tuple[str, list[Any]]:
         return f" IN ({', '.join('?' * len(ids))})", list(ids)
@@ -172,7 +186,7 @@ class SqliteStore(CanaryMixin, DeploymentsMixin, FeedbackMixin, JudgeCallsMixin,
 
     def close(self) -> None:
         with self._lock:
-            for conn in self._readers:
+            for _, conn in self._readers:
                 conn.close()
             self._readers.clear()
             if self._conn is not None:

@@ -84,6 +84,29 @@ def test_memory_store_shares_one_connection_across_threads() -> None:
         assert seen == [0] and store.get_call(rid, 0).prompt_token_ids == [1]
 
 
+def test_readers_of_ended_threads_are_closed(tmp_path: Path) -> None:
+    """Each thread reads on its own connection; one whose thread has ended is closed when the next opens,
+    so a pool that retires idle threads (anyio's) does not pile up connections and their file handles."""
+    with SqliteStore(tmp_path / "a.db") as store:
+        run = store.create_run("r", {}).id
+        seen: list[sqlite3.Connection] = []
+
+        def read() -> None:
+            assert store.get_run(run).id == run
+            seen.append(store._local.conn)
+
+        for _ in range(20):
+            t = threading.Thread(target=read)
+            t.start()
+            t.join()
+        read()  # this (live) thread's reader
+        assert len(store._readers) <= 2
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            seen[0].execute("SELECT 1")
+        assert seen[-1].execute("SELECT 1").fetchone()[0] == 1  # the live thread's reader stays open
+        assert store.get_run(run).id == run
+
+
 def test_tiny_cache_still_compresses_and_indexes(tmp_path: Path) -> None:
     """With the LRU evicting everything, every batch rebuilds from the database, with the same result."""
     with SqliteStore(tmp_path / "a.db", cache_bytes=0) as store:

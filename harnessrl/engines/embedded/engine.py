@@ -164,13 +164,15 @@ class EmbeddedEngine:
         prompt_ids = [int(t) for t in prompt_ids]
         max_tokens = self._check_lengths(prompt_ids, params)
         req_id = request_id or uuid.uuid4().hex
-        holder: list[_Request] = []
-        handle = RequestHandle(req_id, params.n, lambda: self._cancel(holder[0]))
+        # The handle reaches its request weakly: a strong link back would make each finished request (its
+        # prompt ids, its handle's events) a reference cycle, freed only when the cyclic collector runs.
+        holder: list[weakref.ref[_Request]] = []
+        handle = RequestHandle(req_id, params.n, lambda: self._cancel_ref(holder[0]))
         if loop is not None:
             handle.bind_loop(loop)
         req = _Request(req_id, prompt_ids, params, max_tokens, self.context_window, handle)
         req.adapter = adapter
-        holder.append(req)
+        holder.append(weakref.ref(req))
         with self._cond:
             if self._closed:
                 raise RuntimeError("engine is closed")
@@ -210,6 +212,11 @@ class EmbeddedEngine:
                 param="max_tokens",
             )
         return params.max_tokens
+
+    def _cancel_ref(self, ref: weakref.ref[_Request]) -> None:
+        req = ref()
+        if req is not None:  # else it finished and was dropped: nothing left to stop
+            self._cancel(req)
 
     def _cancel(self, req: _Request) -> None:
         with self._cond:

@@ -155,6 +155,30 @@ def test_cancel_frees_the_slot(engine, tiny):
     assert len(ok.choices[0].token_ids) == 5
 
 
+def test_a_finished_request_is_freed_without_the_cycle_collector(engine, tiny):
+    """The handle reaches its request weakly: once the engine is done with it and the caller drops the handle,
+    reference counting frees both (a cycle kept each request's prompt until the collector ran)."""
+    import gc
+    import weakref
+
+    _, tokenizer = tiny
+    gc.disable()
+    try:
+        h = engine.submit(tokenizer.encode("hello"), SamplingParams(max_tokens=4, ignore_eos=True))
+        assert len(h.result(30).choices[0].token_ids) == 4
+        gone = weakref.ref(h)
+        deadline = time.monotonic() + 5
+        del h
+        while gone() is not None and time.monotonic() < deadline:  # the scheduler may still hold it a moment
+            time.sleep(0.01)
+        assert gone() is None
+        h = engine.submit(tokenizer.encode("hello"), SamplingParams(max_tokens=10_000 // 100, ignore_eos=True))
+        h.cancel()  # cancelling still reaches a live request
+        assert len(h.result(30).choices[0].token_ids) < 100
+    finally:
+        gc.enable()
+
+
 def test_update_waits_for_in_flight_and_bumps_version(engine, tiny):
     model, tokenizer = tiny
     prompt = tokenizer.encode("hello world")

@@ -129,12 +129,12 @@ def test_run_seed_seeds_engine_and_trainer_unless_they_say_otherwise(tmp_path: P
 
 def test_the_demo_config_is_seeded_with_the_measured_settings() -> None:
     """dr_grpo with success replay and a 2-step lr warmup, no dynamic sampling, two waves more and no update
-    until the run's first 1.0 (12 steps, held ones included), sampled at temperature 1.0 for training, served
+    until the run's first 1.0 (10 steps, held ones included), sampled at temperature 1.0 for training, served
     in bf16 where the CPU has it: the best measured settings (docs/training.md, section 7)."""
     cfg = load_config(Path(__file__).resolve().parents[3] / "examples" / "demo" / "config.toml")
     assert not cfg.run.dynamic_sampling and cfg.training.estimator == "dr_grpo"
     assert cfg.run.explore_until_reward == 1.0 and cfg.run.max_attempts_per_step == 72
-    assert cfg.run.explore_hold and cfg.run.steps == 12
+    assert cfg.run.explore_hold and cfg.run.steps == 10
     assert cfg.engine.dtype == "auto" and cfg.training.dtype == "auto"  # bf16 for both, or fp32 for both
     assert cfg.training.replay_best == 4 and cfg.training.warmup_steps == 2
     assert cfg.run.train_temperature == 1.0 and cfg.run.eval_temperature == 0.0

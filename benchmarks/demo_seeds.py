@@ -111,6 +111,7 @@ def step_report(run_dir: Path) -> list[str]:
         lines.append(
             f"    step {step}: attempts {len(vals)} (1.0: {mix[1.0]}, 0.25: {mix[0.25]}, 0: {mix[0.0]}) "
             f"groups trained {m.get('count/groups.trained', 0)}/{launched} "
+            + ("(held) " if m.get("count/explore.held") else "")
             + (f"replayed {m['count/replay.rollouts']} " if "count/replay.rollouts" in m else "")
             + f"entropy {m.get('entropy', 0):.2f} adv std {m.get('advantage/std', 0):.2f} "
             f"grad norm {m.get('grad_norm', 0):.2f} train {m.get('time/step_s', 0):.0f}s "

@@ -523,6 +523,8 @@ class Controller:
         if await asyncio.to_thread(self._holding, step):  # [run] explore_hold: nothing to train toward yet
             batch.counts["explore.held"] += 1
             batch.counts["explore.held_samples"] += len(batch.samples)
+            batch.counts["explore.held_groups"] += batch.counts["groups.trained"]
+            batch.counts["groups.trained"] = batch.counts["rollouts.trained"] = 0  # chosen, then held back
             batch.samples = []
         batch.counts.update(self.step_stats.pop(step, Counter()))
         if self.stack.engine is not None and self.config.run.mode != "async":  # idle now: its caches go stale

@@ -234,8 +234,8 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
                     rep = await ctl.train_step(step, pending.pop(step))
                     m = rep.metrics
                     groups = m.get("count/dynamic.groups", 0) + m.get("count/dynamic.extra_groups", 0)
-                    trained = (f"0/{groups} (held: no {config.run.explore_until_reward:g} yet)"
-                               if m.get("count/explore.held") else f"{m.get('count/groups.trained', 0)}/{groups}")
+                    trained = f"{m.get('count/groups.trained', 0)}/{groups}" + (
+                        f" (held: no {config.run.explore_until_reward:g} yet)" if m.get("count/explore.held") else "")
                     console.print(
                         f"step {step}/{config.run.steps}: reward {_fmt(rep.reward_mean)} | rollouts "
                         f"{rep.rollouts} (failed {rep.failed}, infra {rep.infra}) | groups trained {trained}"

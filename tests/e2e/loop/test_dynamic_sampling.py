@@ -121,8 +121,9 @@ def test_holding_trains_nothing_until_the_full_reward_appears(tmp_path: Path, fl
         else:
             assert m["count/explore.held"] == 1
             assert m["samples/count"] == 0 and m.get("tokens/trained", 0) == 0
+            assert m["count/groups.trained"] == 0
             if flat == 3:  # the groups of the rewarded tasks varied: built, then held back
-                assert m["count/explore.held_samples"] > 0
+                assert m["count/explore.held_samples"] > 0 and m["count/explore.held_groups"] > 0
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("step ")]
     assert ["held: no 1 yet" in line for line in lines] == ["count/explore.held" in m for m in steps], lines
     if flat == 12:

@@ -64,9 +64,8 @@ def test_responses_older_than_those_kept_are_read_back_from_the_store(gw):
         raise AssertionError("an unknown previous_response_id was accepted")
 
 
-def test_a_closed_rollouts_render_history_is_dropped(make_gateway):
-    """Gateway render mode keeps each rollout's token history; closing the rollout must free it (it did not:
-    ``Renderer.forget`` had no caller, so every finished rollout's history stayed)."""
+def _rendered_rollout(make_gateway):
+    """A gateway in render mode with one rollout that made one call: (gateway, rollout, client, histories)."""
     pytest.importorskip("transformers")
     from harnessrl.gateway.render import RenderConfig
 
@@ -74,7 +73,13 @@ def test_a_closed_rollouts_render_history_is_dropped(make_gateway):
     r = gw.rollout()
     c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
     c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hello"}], max_tokens=4)
-    histories = gw.gateway.calls.s.renderer._histories
+    return gw, r, c, gw.gateway.calls.s.renderer._histories
+
+
+def test_a_closed_rollouts_render_history_is_dropped(make_gateway):
+    """Gateway render mode keeps each rollout's token history; closing the rollout must free it (it did not:
+    ``Renderer.forget`` had no caller, so every finished rollout's history stayed)."""
+    gw, r, _, histories = _rendered_rollout(make_gateway)
     assert r.id in histories
     for status in ("running", "succeeded"):
         assert gw.admin.post(f"/admin/rollouts/{r.id}/status", json={"status": status}).status_code == 200
@@ -85,15 +90,9 @@ def test_a_rollout_closed_in_the_store_is_forgotten_when_its_controller_says_so(
     """The controller closes rollouts in the store, not through the gateway; ``POST .../closed`` then drops
     the gateway's history of it (the render history stayed for the whole run before) and refuses its calls.
     A rollout the store still has open is not closed by it."""
-    pytest.importorskip("transformers")
-    from harnessrl.gateway.render import RenderConfig
     from harnessrl.types import RolloutStatus
 
-    gw = make_gateway(render_mode="gateway", render=RenderConfig(tokenizer="tiny"))
-    r = gw.rollout()
-    c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
-    c.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hello"}], max_tokens=4)
-    histories = gw.gateway.calls.s.renderer._histories
+    gw, r, c, histories = _rendered_rollout(make_gateway)
     refused = gw.admin.post(f"/admin/rollouts/{r.id}/closed", json={})
     assert refused.status_code == 409 and "close it first" in refused.text
     assert r.id in histories  # still open: kept

@@ -168,9 +168,13 @@ class AdminApi:
         rollout = await asyncio.to_thread(self.gw.store.transition_rollout, rid, status, failure_kind=kind,
                                           **kwargs)
         if rollout.status.terminal:
-            self.gw.registry.mark_closed(rid)
-            self.gw.pool.forget(rid)
+            self._forget_closed(rid)
         return json_response(rollout_json(rollout, self.redact))
+
+    def _forget_closed(self, rid: str) -> None:
+        """A closed rollout: refuse its calls, drop its histories and its engine affinity."""
+        self.gw.registry.mark_closed(rid)
+        self.gw.pool.forget(rid)
 
     async def closed(self, request: Request) -> Response:
         """A controller that closed a rollout in the store itself (scored, or failed) says so here: the gateway
@@ -181,8 +185,7 @@ class AdminApi:
         if not rollout.status.terminal:
             raise GatewayError(f"rollout {rid!r} is {rollout.status.value} in the store; close it first "
                                "(POST /admin/rollouts/{rollout}/status)", status=409, code="rollout_open")
-        self.gw.registry.mark_closed(rid)
-        self.gw.pool.forget(rid)
+        self._forget_closed(rid)
         return json_response({"rollout_id": rid, "status": rollout.status.value})
 
     # -- weight updates -------------------------------------------------------------------------------

@@ -123,8 +123,8 @@ class TrainingConfig(BaseModel):
     lr: float = Field(1e-5, gt=0, description="AdamW learning rate.")
     warmup_steps: int = Field(
         0, ge=0, description="Linear lr warmup over the first steps that update the weights: the k-th such step "
-        "(from 0) trains at lr x (k + 1) / (warmup_steps + 1); a step with nothing to train does not count. AdamW's first update moves every parameter by about lr whatever the "
-        "batch's signal (its moment estimates start from one gradient); warmup makes the first, least "
+        "(from 0) trains at lr x (k + 1) / (warmup_steps + 1); a step with nothing to train does not count. "
+        "AdamW's first update moves every parameter by about lr whatever the batch's signal (its moment estimates start from one gradient); warmup makes the first, least "
         "informed updates smaller. 0 = off.",
     )
     weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay.")

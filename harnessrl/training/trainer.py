@@ -80,8 +80,9 @@ class Trainer:
         self.autocast_dtype = autocast_dtype(config.dtype, self.device)
         # fp32 master weights for whatever trains; a frozen LoRA base may stay bf16 under bf16 autocast (the
         # bf16 engine's own tensors when shared: casting them here would cast the engine's weights too)
+        allowed = frozen_base_dtypes(self.autocast_dtype)
         frozen_bf16 = config.lora is not None and self.autocast_dtype == torch.bfloat16 and all(
-            p.dtype in frozen_base_dtypes(self.autocast_dtype) for p in model.parameters())
+            p.dtype in allowed for p in model.parameters())
         model = model.to(self.device) if frozen_bf16 else model.to(self.device, torch.float32)
         self._choose_attention(model)
         if config.lora is not None:

@@ -19,7 +19,7 @@ from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.dialect import PINNABLE
 from harnessrl.gateway.errors import BadRequest, Forbidden, GatewayError, NotFoundError, Unauthorized
 from harnessrl.gateway.http import api_key, read_json
-from harnessrl.gateway.policy_gate import PauseGate
+from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.redact import Redactor, redact_rollout

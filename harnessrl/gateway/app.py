@@ -28,7 +28,7 @@ from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.engine_hop import EngineHop
 from harnessrl.gateway.errors import BadRequest, GatewayError, RolloutClosedError
 from harnessrl.gateway.http import api_key, read_json
-from harnessrl.gateway.policy_gate import PauseGate
+from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.redact import Redactor

@@ -41,7 +41,7 @@ from harnessrl.gateway.errors import (
 )
 from harnessrl.gateway.fidelity import classify_prompt
 from harnessrl.gateway.http import api_key, read_json
-from harnessrl.gateway.policy_gate import PauseGate
+from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.pool import STREAM_ERRORS, Engine, EnginePool
 from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState

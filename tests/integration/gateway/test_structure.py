@@ -61,7 +61,7 @@ def test_no_import_circle_inside_the_gateway():
 
 def test_api_modules_know_nothing_of_budgets_pause_or_store():
     graph, modules = _imports(), _modules()
-    forbidden = {f"{PKG}.{m}" for m in ("policy_gate", "recorder", "rollout_registry", "call", "app", "admin", "pool",
+    forbidden = {f"{PKG}.{m}" for m in ("pause_gate", "recorder", "rollout_registry", "call", "app", "admin", "pool",
                                         "engine_hop", "config", "dialect")}
     apis = [name for name in graph if name.startswith(f"{PKG}.apis")]
     assert len(apis) >= 4

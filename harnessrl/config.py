@@ -12,8 +12,9 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from harnessrl.config_base import ConfigSection, describe_errors
 from harnessrl.engines.config import EngineConfig
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.policies.config import PolicyConfig, RoutingConfig
@@ -30,13 +31,12 @@ TASK_ONLY_TRAINING_KEYS = frozenset({"estimator", "advantage_eps", "reward_name"
 
 
 class ConfigError(ValueError):
-    """The config file is missing, not TOML, or fails validation (the message names the bad key)."""
+    """The config file is missing, not TOML, or fails validation (the message names the bad key, its section
+    and, for an unknown key, the valid key it was probably meant to be)."""
 
 
-class RunConfig(BaseModel):
+class RunConfig(ConfigSection):
     """How the controller drives training: steps, batch shape, evaluation, sync vs async."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field("run", description="Human name of the run (shown in metrics and the dashboard).")
     dir: str = Field("runs/default", description="Run directory: store, checkpoints, metrics, workspaces.")
@@ -106,10 +106,8 @@ class RunConfig(BaseModel):
         return self
 
 
-class TasksConfig(BaseModel):
+class TasksConfig(ConfigSection):
     """Where tasks come from: JSONL files (one object per line with `id` and `input`) or a HF dataset."""
-
-    model_config = ConfigDict(extra="forbid")
 
     train: str | None = Field(None, description="JSONL of training tasks (relative to the config file).")
     eval: str | None = Field(None, description="JSONL of held-out tasks, never trained on.")
@@ -122,8 +120,8 @@ class TasksConfig(BaseModel):
     )
 
 
-class StoreConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class StoreConfig(ConfigSection):
+    """Where the run is recorded, and for how long its bulky parts are kept."""
 
     url: str | None = Field(None, description="Store URL; default: sqlite:///<run dir>/store.db.")
     retention: str | None = Field(
@@ -143,10 +141,8 @@ class StoreConfig(BaseModel):
         return value
 
 
-class HarnessConfig(BaseModel):
+class HarnessConfig(ConfigSection):
     """The whole config file."""
-
-    model_config = ConfigDict(extra="forbid")
 
     run: RunConfig = Field(default_factory=RunConfig)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
@@ -297,7 +293,7 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     try:
         return HarnessConfig.model_validate({**data, "base_dir": base})
     except ValidationError as exc:
-        raise ConfigError(f"invalid config {path or '(command-line flags)'}:\n{exc}") from None
+        raise ConfigError(f"invalid config {path or '(command-line flags)'}:\n{describe_errors(exc)}") from None
 
 
 def _absolute_files(argv: list[Any], base: Path) -> list[Any]:

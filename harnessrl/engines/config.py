@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from harnessrl.config_base import ConfigSection
 from harnessrl.engines.vllm_config import VllmConfig
 
 
-class EngineConfig(BaseModel):
+class EngineConfig(ConfigSection):
     """How the policy is served. The defaults run SmolLM2-135M in-process on a laptop CPU."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["embedded", "vllm", "sglang", "openai"] = Field(
         "embedded",

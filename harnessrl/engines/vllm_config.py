@@ -7,13 +7,13 @@ holds one of these. The shared settings (model, dtype, seed, context window, ser
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from harnessrl.config_base import ConfigSection
 
 
-class VllmConfig(BaseModel):
+class VllmConfig(ConfigSection):
     """How harnessrl runs or reaches vLLM's OpenAI server. Defaults launch one server on loopback."""
-
-    model_config = ConfigDict(extra="forbid")
 
     launch: bool | None = Field(
         None,

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from harnessrl.config_base import ConfigSection
 from harnessrl.gateway.render.config import RenderConfig
 from harnessrl.policies.config import RoutingConfig, ServedPolicy
 
 
-class GatewayLimits(BaseModel):
+class GatewayLimits(ConfigSection):
     """Limits that contain a runaway harness. A call asking for more tokens than allowed is served with the
     lower limit; a used-up budget is a clear 4xx that is also recorded."""
 
@@ -45,7 +46,7 @@ DEFAULT_REDACTIONS = [
 ]
 
 
-class GatewayConfig(BaseModel):
+class GatewayConfig(ConfigSection):
     """The recording gateway: where it listens, which engines it forwards to, and how it records."""
 
     mode: Literal["training", "production"] = Field(

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from harnessrl.config_base import ConfigSection
 from harnessrl.training.config import LoraConfig
 
 #: The header a harness may set to name the policy of one call (beats the model name).
 DEFAULT_HEADER = "x-harnessrl-policy"
 
 
-class PolicyConfig(BaseModel):
+class PolicyConfig(ConfigSection):
     """One policy. Unset fields take ``[training]``'s values, so a policy only says how it differs."""
-
-    model_config = ConfigDict(extra="forbid")
 
     frozen: bool = Field(False, description="Served and recorded, never trained (its calls are left out of "
                                             "every batch).")
@@ -40,11 +39,9 @@ class PolicyConfig(BaseModel):
         "served without any adapter).")
 
 
-class RoutingConfig(BaseModel):
+class RoutingConfig(ConfigSection):
     """How a call finds its policy: header, then requested model name, then a policy of that name, then
     the default (or a refusal)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     models: dict[str, str] = Field(
         default_factory=dict, description='Requested model name -> policy, e.g. {"gpt-4o-mini" = "summarizer"}.')
@@ -55,10 +52,8 @@ class RoutingConfig(BaseModel):
         "OpenAI error shape, code model_not_found).")
 
 
-class ServedPolicy(BaseModel):
+class ServedPolicy(ConfigSection):
     """What the gateway needs of one policy: whether it trains and which engine model serves it."""
-
-    model_config = ConfigDict(extra="forbid")
 
     frozen: bool = False
     engine_model: str | None = Field(

@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+
+from harnessrl.config_base import ConfigSection
 
 #: A deployment's name: it is a path segment of ``/p/{deployment}/v1`` and part of its run's name.
 DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -23,20 +25,16 @@ def check_deployment_name(name: str) -> str:
     return name
 
 
-class DeploymentConfig(BaseModel):
+class DeploymentConfig(ConfigSection):
     """One deployed application (``[production.deployments.<name>]``); every key is optional."""
-
-    model_config = ConfigDict(extra="forbid")
 
     record_fraction: float | None = Field(
         None, ge=0.0, le=1.0, description="This deployment's share of sessions recorded; None: "
         "[production] record_fraction.")
 
 
-class FeedbackConfig(BaseModel):
+class FeedbackConfig(ConfigSection):
     """Delayed feedback on sessions (``[production.feedback]``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     window_s: float = Field(86400.0, gt=0, description="Feedback is accepted this long after a session's last "
                                                        "call; then the session's outcome is decided.")
@@ -57,10 +55,8 @@ class FeedbackConfig(BaseModel):
         return self
 
 
-class CanaryConfig(BaseModel):
+class CanaryConfig(ConfigSection):
     """Safe rollout of a new version (``[production.canary]``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     fraction: float = Field(0.1, gt=0.0, lt=1.0, description="Share of new sessions the candidate serves.")
     min_sessions: int = Field(50, ge=1, description="Sessions with a decided outcome per arm before a decision.")
@@ -90,10 +86,8 @@ class CanaryConfig(BaseModel):
         return self
 
 
-class ProductionTrainingConfig(BaseModel):
+class ProductionTrainingConfig(ConfigSection):
     """Off-policy training from production sessions (``[production.training]``, ``[run] source``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     max_staleness: int = Field(2, ge=0, description="Sessions served by a version older than current minus "
                                                     "this are dropped (counted), never trained.")
@@ -114,10 +108,8 @@ class ProductionTrainingConfig(BaseModel):
                                   "deliberately worse candidate, to drill the canary's rollback (examples/production).")
 
 
-class ProductionConfig(BaseModel):
+class ProductionConfig(ConfigSection):
     """Production mode of the gateway: sessions, sampled recording, feedback, canary, training."""
-
-    model_config = ConfigDict(extra="forbid")
 
     session_header: str = Field("X-Session-Id", description="Request header naming the session of a call "
                                                             "(and response header returning it).")

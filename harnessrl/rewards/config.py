@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from harnessrl.config_base import ConfigSection
 from harnessrl.runners.config import DEFAULT_INHERIT_ENV
 
 CombineMode = Literal["auto", "verifier", "judge", "harness", "exit_code", "sum", "mean", "min", "max",
@@ -23,12 +24,10 @@ CombineMode = Literal["auto", "verifier", "judge", "harness", "exit_code", "sum"
 SOURCES = ("verifier", "judge", "harness", "exit_code")
 
 
-class JudgeConfig(BaseModel):
+class JudgeConfig(ConfigSection):
     """A model grader (``[rewards.judge]``): it reads the task, a rubric and the recorded transcript and
     answers a score in [0, 1] with a short reason. Its calls are recorded as judge calls of the rollout and
     never trained. docs/judges.md says how to point it at vLLM or OpenAI and how to check it agrees."""
-
-    model_config = ConfigDict(extra="forbid")
 
     url: str = Field(
         ...,
@@ -93,10 +92,8 @@ class JudgeConfig(BaseModel):
         return self
 
 
-class RewardConfig(BaseModel):
+class RewardConfig(ConfigSection):
     """How an attempt is scored once its harness has exited."""
-
-    model_config = ConfigDict(extra="forbid")
 
     combine: CombineMode = Field(
         "auto",

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from harnessrl.config_base import ConfigSection
 
 #: Variables copied from the controller's environment into every attempt. Nothing else is inherited, so
 #: the user's own ``OPENAI_API_KEY`` (or any other secret) can never reach a harness by accident.
@@ -47,15 +49,13 @@ NO_LOCAL_VERIFIER_ON_KUBERNETES = (
 )
 
 
-class KubernetesConfig(BaseModel):
+class KubernetesConfig(ConfigSection):
     """The ``[runner.kubernetes]`` section: how attempts become ``batch/v1`` Jobs (see docs/kubernetes.md).
 
     The Job template is the user's (image, resources, volumes, service account, node selectors);
     harnessrl only adds identity (name, labels, env), ``restartPolicy: Never``, ``backoffLimit: 0``,
     ``activeDeadlineSeconds`` (from ``timeout_s``) and ``ttlSecondsAfterFinished``.
     """
-
-    model_config = ConfigDict(extra="forbid")
 
     namespace: str = Field("default", description="Namespace the Jobs (and their Secrets) are created in.")
     job_template: str | None = Field(
@@ -166,10 +166,8 @@ class KubernetesConfig(BaseModel):
     )
 
 
-class RunnerConfig(BaseModel):
+class RunnerConfig(ConfigSection):
     """How attempts are launched, bounded and observed."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["local", "kubernetes"] = Field(
         "local",

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from harnessrl.config_base import ConfigSection
 from harnessrl.types import RolloutStatus
 
 
-class SftConfig(BaseModel):
+class SftConfig(ConfigSection):
     """A query over the store plus the length of training (docs/sft.md)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     store: str | None = Field(
         None, description="Store URL to read rollouts from; None: this config's store ([store] url or the run "
@@ -48,10 +47,8 @@ class SftConfig(BaseModel):
     rollouts_per_step: int = Field(16, ge=1, description="Rollouts per step (a seeded shuffle, epoch after epoch).")
 
 
-class DistillConfig(BaseModel):
+class DistillConfig(ConfigSection):
     """The ``[distill]`` section: where the teacher is."""
-
-    model_config = ConfigDict(extra="forbid")
 
     teacher: str | None = Field(None, description="Model spec or model folder of an in-process teacher.")
     teacher_url: str | None = Field(

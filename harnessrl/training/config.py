@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from harnessrl.config_base import ConfigSection
 
 #: Where step metrics are mirrored besides ``<run_dir>/metrics.jsonl`` (see ``harnessrl.training.trackers``).
 TrackerName = Literal["tensorboard", "wandb", "mlflow"]
 
 
-class LoraConfig(BaseModel):
+class LoraConfig(ConfigSection):
     """LoRA adapter settings (peft). Adapters keep updates small enough to publish every step."""
-
-    model_config = ConfigDict(extra="forbid")
 
     r: int = Field(16, ge=1, description="Adapter rank.")
     alpha: int = Field(32, ge=1, description="LoRA scaling numerator (scale = alpha / r).")
@@ -27,10 +27,8 @@ class LoraConfig(BaseModel):
     )
 
 
-class SampleConfig(BaseModel):
+class SampleConfig(ConfigSection):
     """How a rollout's calls become training sequences (see ``harnessrl.training.samples``)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     max_sequence_length: int = Field(
         4096, ge=2, description="Longest training sequence in tokens (prompt context + completions)."
@@ -53,10 +51,8 @@ class SampleConfig(BaseModel):
     )
 
 
-class TrainingConfig(BaseModel):
+class TrainingConfig(ConfigSection):
     """Everything the trainer needs; composed as the ``[training]`` section of the run config."""
-
-    model_config = ConfigDict(extra="forbid")
 
     # -- samples ---------------------------------------------------------------------------------------
     samples: SampleConfig = Field(default_factory=SampleConfig, description="Sample building.")

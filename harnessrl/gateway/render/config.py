@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from harnessrl.config_base import ConfigSection
 
 
-class RenderConfig(BaseModel):
+class RenderConfig(ConfigSection):
     """How the gateway renders chat requests to token IDs itself (render_mode ``gateway``)."""
 
     tokenizer: str = Field(

@@ -4,16 +4,18 @@ In engine mode the engine applies the chat template, so the gateway can only obs
 it got back starts with an earlier call's prompt+completion, token for token. The training side merges
 calls only when that holds; recording the verdict per call makes template drift visible.
 
-What a live rollout keeps for the check is ``PromptHistory``: the latest sequence packed (4 bytes a token:
-where a new prompt departs from it is the reason recorded) and the earlier few as length + digest only,
-so an open rollout's memory is one context, not several lists of Python ints.
+What a live rollout keeps for the check is ``PromptHistory``: the latest sequence packed (4 bytes a token)
+and the earlier few as length + digest (the verdict) and a delta from the next newer one (the reason: a
+re-rendered prompt names the kept sequence it shares the longest prefix with, and where they part). An
+agent's growing conversation costs one context; no history costs more than two.
 """
 
 from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 from harnessrl.types import Fidelity
 
@@ -30,31 +32,65 @@ def _digest(packed: bytes) -> bytes:
     return hashlib.blake2b(packed, digest_size=16).digest()
 
 
+class _Older(NamedTuple):
+    """An earlier sequence: its length and digest (the verdict), and its tokens as a delta (the reason).
+
+    ``tokens`` is the part after the ``shared`` tokens it has in common with the next newer sequence, or
+    None once dropped to keep the history's size bounded (the digest still gives the verdict).
+    """
+
+    length: int
+    digest: bytes
+    shared: int
+    tokens: array | None
+    call: int | None
+
+
 class PromptHistory:
     """A rollout's last ``keep`` prompt+completion sequences, as the prefix check needs them.
 
-    The latest is kept as int32 (int64 when an id does not fit) bytes; the ones before it as
-    ``(tokens, digest)``. ``append`` and ``clear`` behave like a bounded deque of sequences.
+    The latest is kept as int32 (int64 when an id does not fit) tokens. Each one before it keeps a digest
+    (to decide exact/extended) and its tokens as a delta from the next newer one: a growing agent
+    conversation costs nothing more, and a side request between two agent calls (a commit message, a
+    session title) costs only its own tokens. Those deltas are what let a re-rendered prompt's reason
+    name the sequence it is closest to rather than the latest, which may be an unrelated side request.
+    Their total is capped at the longest sequence kept, so a harness that rewrites its whole history
+    every call holds at most two contexts (older deltas beyond the cap keep only their digest).
+    ``append`` and ``clear`` behave like a bounded deque of sequences.
     """
 
-    __slots__ = ("_keep", "_latest", "_older")
+    __slots__ = ("_keep", "_latest", "_latest_call", "_older")
 
     def __init__(self, keep: int = KEEP) -> None:
         self._keep = keep
         self._latest: array | None = None
-        self._older: list[tuple[int, bytes]] = []  # oldest first; a list: a deque's block is 600 bytes
+        self._latest_call: int | None = None
+        self._older: list[_Older] = []  # oldest first; a list: a deque's block is 600 bytes
 
-    def append(self, seq: Sequence[int]) -> None:
-        if self._latest is not None and self._keep > 1:
-            self._older.append((len(self._latest), _digest(_pack(self._latest))))
+    def append(self, seq: Sequence[int], call: int | None = None) -> None:
+        """Add a prompt+completion; ``call`` (the call's index, when known) names it in reasons."""
+        new = _ints(seq)
+        old = self._latest
+        if old is not None and self._keep > 1:
+            a, b = _same_width(old, new)
+            shared = _first_difference(a.tobytes(), b.tobytes(), a.itemsize)
+            self._older.append(_Older(len(old), _digest(_pack(old)), shared, old[shared:], self._latest_call))
             del self._older[: -(self._keep - 1)]
-        try:
-            self._latest = array("i", seq)
-        except OverflowError:
-            self._latest = array("q", seq)
+            self._cap(max(len(new), *(o.length for o in self._older)))
+        self._latest, self._latest_call = new, call
+
+    def _cap(self, budget: int) -> None:
+        """Drop the oldest deltas until the rest hold at most ``budget`` tokens (newer ones rebuild older)."""
+        total = sum(len(o.tokens) for o in self._older if o.tokens is not None)
+        for i, o in enumerate(self._older):
+            if total <= budget:
+                return
+            if o.tokens is not None:
+                total -= len(o.tokens)
+                self._older[i] = o._replace(tokens=None)
 
     def clear(self) -> None:
-        self._latest = None
+        self._latest, self._latest_call = None, None
         self._older.clear()
 
     def __len__(self) -> int:
@@ -63,7 +99,8 @@ class PromptHistory:
     def nbytes(self) -> int:
         """Bytes held (token data and digests; the containers add a few hundred)."""
         latest = 0 if self._latest is None else len(self._latest) * self._latest.itemsize
-        return latest + 16 * len(self._older)
+        deltas = sum(len(o.tokens) * o.tokens.itemsize for o in self._older if o.tokens is not None)
+        return latest + deltas + 16 * len(self._older)
 
     def classify(self, prompt: Sequence[int]) -> tuple[Fidelity, str | None]:
         if self._latest is None:
@@ -77,12 +114,40 @@ class PromptHistory:
         if m <= n and mine[:m] == latest:
             return (Fidelity.EXACT, None) if m == n else (Fidelity.EXTENDED, None)
         packed = _pack(prompt)
-        for length, digest in reversed(self._older):
+        for length, digest, *_ in reversed(self._older):
             if length <= n and _digest(packed[: 8 * length]) == digest:
                 return (Fidelity.EXACT, None) if length == n else (Fidelity.EXTENDED, None)
-        # Where the most recent candidate diverges says most about what the harness changed.
-        at = _first_difference(mine.tobytes(), latest.tobytes(), latest.itemsize)
-        return Fidelity.RERENDERED, f"no earlier prompt+completion is a prefix (the latest differs at token {at})"
+        return Fidelity.RERENDERED, self._reason(mine)
+
+    def _reason(self, prompt: array) -> str:
+        """Name the kept sequence sharing the longest prefix with ``prompt`` (latest on ties) and where they part.
+
+        The verdict is made against every kept sequence; naming the latest would point at a side request
+        when one came between two agent calls.
+        """
+        best_at, best_back, best_len, best_call = -1, 0, 0, None
+        for back, (seq, call) in enumerate(self._sequences()):
+            a, b = _same_width(prompt, seq)
+            at = _first_difference(a.tobytes(), b.tobytes(), a.itemsize)
+            if at > best_at:
+                best_at, best_back, best_len, best_call = at, back, len(seq), call
+        where = f"the one {best_back} before the latest" if best_back > 1 else (
+            "the one before the latest" if best_back else "the latest")
+        name = where if best_call is None else f"call {best_call}, {where}"
+        return (f"no earlier prompt+completion is a prefix: closest is {name} ({best_len} tokens), "
+                f"differing at token {best_at}")
+
+    def _sequences(self) -> Iterator[tuple[array, int | None]]:
+        """The kept sequences whose tokens can be rebuilt, latest first, with their call index."""
+        assert self._latest is not None
+        seq: array = self._latest
+        yield seq, self._latest_call
+        for o in reversed(self._older):
+            if o.tokens is None:
+                return
+            head, tail = _same_width(seq[: o.shared], o.tokens)
+            seq = head + tail
+            yield seq, o.call
 
 
 def classify_prompt(
@@ -99,6 +164,21 @@ def classify_prompt(
             history.append(seq)
         earlier = history
     return earlier.classify(prompt)
+
+
+def _ints(seq: Sequence[int]) -> array:
+    """``seq`` as int32, or int64 when an id does not fit."""
+    try:
+        return array("i", seq)
+    except OverflowError:
+        return array("q", seq)
+
+
+def _same_width(a: array, b: array) -> tuple[array, array]:
+    """``a`` and ``b`` with one item size, so their bytes compare token for token."""
+    if a.typecode == b.typecode:
+        return a, b
+    return array("q", a), array("q", b)
 
 
 def _first_difference(a: bytes, b: bytes, size: int) -> int:

@@ -31,8 +31,29 @@ def test_fidelity_checks_each_kept_sequence():
     assert history.classify([5, 6, 7, 8, 0]) == (Fidelity.EXTENDED, None)  # an older one: by digest
     assert history.classify([9, 9]) == (Fidelity.EXACT, None)
     verdict, reason = history.classify([1, 2, 3, 4])  # the oldest fell out of the last KEEP
-    assert verdict == Fidelity.RERENDERED and "differs at token 0" in reason
-    assert history.classify([1 << 40, 3])[1].endswith("differs at token 1)")
+    assert verdict == Fidelity.RERENDERED and reason.endswith("differing at token 0")
+    assert history.classify([1 << 40, 3])[1].endswith("the latest (2 tokens), differing at token 1")
+
+
+def test_fidelity_state_with_side_requests_and_rewritten_histories():
+    """Side requests between agent calls cost their own tokens; a history rewritten every call, two contexts."""
+    history = PromptHistory()
+    agent: list[int] = []
+    for turn in range(200):  # an agent call, then a short side request (a commit message) after each
+        agent = agent + list(range(200_000 + 20 * turn, 200_020 + 20 * turn))
+        history.append(agent)
+        history.append([1, *range(50 + turn % 7, 80)])
+    assert history.nbytes() <= 4 * len(agent) + 4 * 3 * 30 + 16 * (KEEP - 1)
+    verdict, reason = history.classify([*agent[:100], 5, *agent[101:]])
+    assert verdict == Fidelity.RERENDERED
+    assert reason.endswith("the one before the latest (4000 tokens), differing at token 100")
+
+    history.clear()
+    window = list(range(10_000))
+    for turn in range(50):  # the harness drops its oldest turn every call: no two calls share a prefix
+        window = window[20:] + list(range(10_000 + 20 * turn, 10_020 + 20 * turn))
+        history.append(window)
+    assert history.nbytes() <= 2 * 4 * len(window) + 16 * (KEEP - 1)
 
 
 def test_responses_older_than_those_kept_are_read_back_from_the_store(gw):

@@ -25,9 +25,11 @@ from harnessrl.inspection.rollout_pages import Filters, rollout_page
 from harnessrl.inspection.rollout_view import call_training, judge_exchange, rollout_view, sample_segments
 from harnessrl.store import NotFound, Store
 from harnessrl.training.samples import redacted_positions
-from harnessrl.types import FailureKind, RolloutStatus
-from harnessrl.ui.auth import VIEWER, TokenGate
-from harnessrl.ui.plots import Series, line_chart
+from harnessrl.types import FailureKind, RolloutStatus, Run
+from harnessrl.ui.auth import VIEWER
+from harnessrl.ui.headline import PHASES, headline, step_times
+from harnessrl.ui.metric_groups import denoise, group_metrics
+from harnessrl.ui.plots import Bar, Mark, Series, line_chart, stacked_bars
 from harnessrl.ui.runfiles import find_run_dir, load_run_files
 from harnessrl.ui.tokens import Tokenizers, token_cells
 
@@ -35,6 +37,8 @@ log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 #: Longest token list the call page renders (a larger prompt shows its tail).
 MAX_TOKENS_SHOWN = 20_000
+#: Attempts in flight the run page counts (per status); beyond, it says "500+".
+IN_FLIGHT_SHOWN = 500
 
 
 def _fmt_time(t: float | None) -> str:
@@ -50,7 +54,16 @@ def _fmt_s(s: float | None) -> str:
 
 
 def _fmt_num(v: float | None) -> str:
-    return "" if v is None else f"{v:.4g}"
+    return "" if v is None else f"{denoise(v):.4g}"
+
+
+def _fmt_reward(v: float | None) -> str:
+    """Held-out and training rewards, as the terminal prints them (``run.py``)."""
+    return "n/a" if v is None else f"{v:.2f}"
+
+
+def _last(points: list[tuple[float, float]]) -> float | None:
+    return points[-1][1] if points else None
 
 
 class Dashboard:
@@ -64,7 +77,7 @@ class Dashboard:
         self.tokenizers = Tokenizers(tokenizer)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(default=True, default_for_string=True))
-        self.env.filters.update(time=_fmt_time, secs=_fmt_s, num=_fmt_num, q=lambda v: quote(str(v), safe=""))
+        self.env.filters.update(time=_fmt_time, secs=_fmt_s, num=_fmt_num, reward=_fmt_reward, q=lambda v: quote(str(v), safe=""))
         self.env.globals.update(statuses=[s.value for s in RolloutStatus], failures=[k.value for k in FailureKind],
                                 urlencode=urlencode)
 
@@ -88,15 +101,40 @@ class Dashboard:
             run = self.store.get_run(run_id)
         except NotFound:
             return self.not_found(request, f"run {run_id!r}")
-        files = load_run_files(find_run_dir(run, self.run_dirs, self.store_url))
-        reward = line_chart("reward", [Series("train (mean per step)", files.train_reward()),
-                                       Series("held-out (per evaluation)", files.held_out_reward())])
-        charts = [line_chart(name, [Series(name, files.series(name))]) for name in files.metric_names()]
         f = Filters.parse(request.query_params, run=run.id)
         rows, more = rollout_page(self.store, f)
-        return self.render(request, "run.html", run=run, files=files, reward_chart=reward, charts=charts,
+        return self.render(request, "run.html", run=run, **self._live(run),
                            versions=self.store.list_policy_versions(run.id), rows=rows, more=more, f=f,
                            base=f"/runs/{quote(run.id, safe='')}", config_json=pretty_json(run.config))
+
+    def run_live(self, request: Request) -> Response:
+        """The run page's headline and metrics alone: what its script fetches every few seconds while the
+        run has not ended."""
+        run_id = request.path_params["run"]
+        try:
+            run = self.store.get_run(run_id)
+        except NotFound:
+            return self.not_found(request, f"run {run_id!r}")
+        return self.render(request, "_live.html", run=run, **self._live(run))
+
+    def _live(self, run: Run) -> dict[str, Any]:
+        files = load_run_files(find_run_dir(run, self.run_dirs, self.store_url))
+        in_flight = [r for s in (RolloutStatus.QUEUED, RolloutStatus.RUNNING)
+                     for r in self.store.list_rollouts(run_id=run.id, status=s, limit=IN_FLIGHT_SHOWN + 1)]
+        h = headline(run, files, min(len(in_flight), IN_FLIGHT_SHOWN),
+                     in_flight_capped=len(in_flight) > IN_FLIGHT_SHOWN)
+        marks = [Mark(e.policy_version, f"v{e.policy_version} {_fmt_reward(e.mean_reward)}") for e in h.evaluations]
+        reward = line_chart("reward", [Series("train (mean per step)", files.train_reward()),
+                                       Series("held-out (per evaluation)", files.held_out_reward())],
+                            width=660, height=260, marks=marks)
+        bars = [Bar(step, [(f"phase-{k}", PHASES.get(k, k), v) for k, v in parts])
+                for step, parts in step_times(files.steps)]
+        time_chart = stacked_bars("seconds per step: rollouts, training, publishing", bars, width=560, height=260)
+        groups = [(g, [line_chart(f"{name} = {_fmt_num(_last(files.series(name)))}",
+                                  [Series(name, files.series(name))], width=340, height=170)
+                       for name in g.names])
+                  for g in group_metrics(files.metric_names())]
+        return {"files": files, "h": h, "reward_chart": reward, "time_chart": time_chart, "groups": groups, "live": run.ended_at is None}
 
     def rollouts(self, request: Request) -> Response:
         f = Filters.parse(request.query_params)
@@ -157,6 +195,7 @@ class Dashboard:
         return Starlette(routes=[
             Route("/", self.runs, methods=["GET"]),
             Route("/runs/{run}", self.run, methods=["GET"]),
+            Route("/runs/{run}/live", self.run_live, methods=["GET"]),
             Route("/rollouts", self.rollouts, methods=["GET"]),
             Route("/rollouts/{rollout}", self.rollout, methods=["GET"]),
             Route("/rollouts/{rollout}/calls/{index}", self.call, methods=["GET"]),
@@ -165,9 +204,3 @@ class Dashboard:
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ])
 
-
-def dashboard_app(store: Store, *, token: str | None = None, run_dirs: Sequence[Path] = (),
-                  store_url: str | None = None, tokenizer: str | None = None) -> Any:
-    """The dashboard as an ASGI app; with ``token`` every page needs it (see ``harnessrl.ui.auth``)."""
-    app = Dashboard(store, run_dirs=run_dirs, store_url=store_url, tokenizer=tokenizer).app()
-    return TokenGate(app, token) if token else app

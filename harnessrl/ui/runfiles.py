@@ -1,8 +1,8 @@
 """What a run directory adds to the store: per-step trainer metrics and step/evaluation events.
 
 The store knows rollouts, calls and rewards; the run directory (``harnessrl train``) holds
-``metrics.jsonl`` (one object per trained step), ``events.jsonl`` (``step`` and ``eval`` events with
-the held-out reward) and ``run.json`` naming the run. The dashboard reads them when it can find them.
+``metrics.jsonl`` (one object per trained step), ``events.jsonl`` (``step``, ``sft_step``, ``step_failed``
+and ``eval`` events, the last with the held-out reward) and ``run.json`` naming the run. The dashboard reads them when it can find them.
 """
 
 from __future__ import annotations
@@ -26,8 +26,26 @@ class RunFiles:
 
     dir: Path | None
     metrics: list[dict[str, Any]] = field(default_factory=list)
-    steps: list[dict[str, Any]] = field(default_factory=list)
-    evals: list[dict[str, Any]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def _events(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("event") == kind]
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        return self._events("step")
+
+    @property
+    def sft_steps(self) -> list[dict[str, Any]]:
+        return self._events("sft_step")
+
+    @property
+    def evals(self) -> list[dict[str, Any]]:
+        return self._events("eval")
+
+    @property
+    def failures(self) -> list[dict[str, Any]]:
+        return self._events("step_failed")
 
     def metric_names(self) -> list[str]:
         """Numeric trainer metrics in the order they first appear (``step`` and the ``eval/`` rows the
@@ -109,10 +127,5 @@ def find_run_dir(run: Run, candidates: Sequence[Path], store_url: str | None = N
 def load_run_files(run_dir: Path | None) -> RunFiles:
     if run_dir is None:
         return RunFiles(None)
-    events = _read_jsonl(run_dir / "events.jsonl")
-    return RunFiles(
-        dir=run_dir,
-        metrics=_read_jsonl(run_dir / "metrics.jsonl"),
-        steps=[e for e in events if e.get("event") == "step"],
-        evals=[e for e in events if e.get("event") == "eval"],
-    )
+    return RunFiles(dir=run_dir, metrics=_read_jsonl(run_dir / "metrics.jsonl"),
+                    events=_read_jsonl(run_dir / "events.jsonl"))

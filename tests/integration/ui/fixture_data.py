@@ -3,7 +3,7 @@
 One run with two steps of rollouts: multi-turn calls whose prompts extend the previous call (merged
 samples), a call where the harness rewrote history (a split), an errored call, rewards (incl. ``final``),
 runner logs with markup in them, and an XSS payload in a prompt. Run directory files as ``harnessrl train``
-writes them.
+writes them: two of three steps done, evaluations before and after, counts that match the store.
 """
 
 from __future__ import annotations
@@ -46,10 +46,19 @@ def _call(rid: str, prompt: list[int], completion: list[int], messages: list[dic
         fidelity_reason=reason)
 
 
+def metrics_row(step: int) -> dict[str, float | int]:
+    """A ``metrics.jsonl`` row with a name from each of the run page's groups; ``advantage/mean`` is float
+    noise (advantages that sum to zero), as the trainer writes it."""
+    return {"step": step, "loss": 0.5 / step, "clip_fraction": 0.1 * step, "approx_kl": math.log1p(step) / 100,
+            "reward/mean": 0.25 * step + 0.25, "advantage/mean": 1.3877787807814457e-17 * step,
+            "count/groups.trained": 2 + step, "samples/merged": 3, "count/calls.merged": 4 * step,
+            "policy/coder/loss": 0.4 / step}
+
+
 def build(store: Store, root: Path, *, model: str = "tiny") -> Fixture:
     run_dir = root / "run"
     run_dir.mkdir(parents=True, exist_ok=True)
-    config = {"run": {"name": "demo", "dir": str(run_dir)}, "engine": {"model": model},
+    config = {"run": {"name": "demo", "dir": str(run_dir), "steps": 3}, "engine": {"model": model},
               "training": {"samples": {"max_sequence_length": 4096}}}
     run = store.create_run("demo", config)
     (run_dir / "run.json").write_text(json.dumps({"run_id": run.id}))
@@ -94,13 +103,16 @@ def build(store: Store, root: Path, *, model: str = "tiny") -> Fixture:
     store.add_policy_version(2, str(run_dir / "checkpoints" / "step_000002"), run_id=run.id, metadata={"step": 2})
     with (run_dir / "metrics.jsonl").open("w") as f:
         for step in (1, 2):
-            f.write(json.dumps({"step": step, "loss": 0.5 / step, "clip_fraction": 0.1 * step,
-                                "approx_kl": math.log1p(step) / 100}) + "\n")
+            f.write(json.dumps(metrics_row(step)) + "\n")
+    t0 = 1_700_000_000.0
     with (run_dir / "events.jsonl").open("w") as f:
-        f.write(json.dumps({"event": "eval", "policy_version": 0, "mean_reward": 0.2, "tasks": 4}) + "\n")
-        for step in (1, 2):
-            f.write(json.dumps({"event": "step", "step": step, "policy_version": step, "rollouts": 3,
-                                "failed": step - 1, "infra": 0, "reward_mean": 0.25 * step + 0.25,
-                                "seconds": {"rollouts": 3.0, "train": 1.5}}) + "\n")
-        f.write(json.dumps({"event": "eval", "policy_version": 2, "mean_reward": 0.6, "tasks": 4}) + "\n")
+        f.write(json.dumps({"event": "eval", "time": t0, "policy_version": 0, "mean_reward": 0.2, "tasks": 4,
+                            "infra_failures": 0}) + "\n")
+        for step in (1, 2):  # as the controller counts them from the store (step 2 holds the rich rollout)
+            f.write(json.dumps({"event": "step", "time": t0 + 10 * step, "step": step, "policy_version": step,
+                                "rollouts": 3 + step - 1, "failed": step - 1, "infra": 0,
+                                "reward_mean": 0.25 * step + 0.25, "stale_dropped": 0,
+                                "seconds": {"rollouts": 3.0 * step, "train": 1.5, "publish": 0.5}}) + "\n")
+        f.write(json.dumps({"event": "eval", "time": t0 + 25, "policy_version": 2, "mean_reward": 0.6, "tasks": 3,
+                            "infra_failures": 1}) + "\n")
     return Fixture(run.id, run_dir, ids + [rich.id], rich.id)

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from run_config import write_run_config
 
 from harnessrl.config import ConfigError, load_config
 from harnessrl.tasks import TaskLoadError, load_tasks
 from harnessrl.types import TaskSplit
 
 
-def write(tmp_path: Path, text: str, name: str = "c.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
 def test_defaults_work_and_paths_resolve_from_the_config_folder(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text("")
-    cfg = load_config(write(tmp_path, '[runner]\ncommand = ["python", "agent.py"]\n[run]\ndir = "out"\n'))
+    cfg = load_config(write_run_config(tmp_path, {"runner": {"command": ["python", "agent.py"]}, "run": {"dir": "out"}}))
     assert cfg.runner.command == ["python", str(tmp_path / "agent.py")]
     assert cfg.run_dir == tmp_path / "out"
     assert cfg.store_url == f"sqlite:///{tmp_path / 'out' / 'store.db'}"
@@ -28,29 +24,34 @@ def test_defaults_work_and_paths_resolve_from_the_config_folder(tmp_path: Path) 
 
 
 def test_lora_false_in_toml_means_full_finetuning(tmp_path: Path) -> None:
-    assert load_config(write(tmp_path, "[training]\nlora = false\n")).training.lora is None
-    assert load_config(write(tmp_path, "[training.lora]\nr = 4\n")).training.lora.r == 4
-    assert load_config(write(tmp_path, "")).training.lora is not None  # LoRA by default
+    assert load_config(write_run_config(tmp_path, {"training": {"lora": False}})).training.lora is None
+    assert load_config(write_run_config(tmp_path, {"training": {"lora": {"r": 4}}})).training.lora.r == 4
+    assert load_config(write_run_config(tmp_path, {})).training.lora is not None  # LoRA by default
     with pytest.raises(ConfigError, match="lora"):
-        load_config(write(tmp_path, '[training]\nlora = "yes"\n'))
+        load_config(write_run_config(tmp_path, {"training": {"lora": "yes"}}))
 
 
 def test_kubernetes_commands_stay_pod_paths_and_templates_resolve(tmp_path: Path) -> None:
     (tmp_path / "agent.py").write_text("")
-    cfg = load_config(write(tmp_path, '[runner]\nkind = "kubernetes"\ncommand = ["python", "agent.py"]\n'
-                                      '[runner.kubernetes]\njob_template_file = "job.yaml"\n'))
+    cfg = load_config(write_run_config(tmp_path, {"runner": {
+        "kind": "kubernetes", "command": ["python", "agent.py"], "kubernetes": {"job_template_file": "job.yaml"}}}))
     assert cfg.runner.command == ["python", "agent.py"]
     assert cfg.runner.kubernetes.job_template_file == str(tmp_path / "job.yaml")
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("[run]\nsteps = -1\n", "steps"),
-    ("[run]\nnope = 1\n", "nope"),
-    ("[run\n", "not valid TOML"),
+@pytest.mark.parametrize("config, needle", [
+    ({"run": {"steps": -1}}, "steps"),
+    ({"run": {"nope": 1}}, "nope"),
+    ("[run\n", "not valid TOML"),  # not a config at all: written as it is
 ])
-def test_bad_configs_name_the_problem(tmp_path: Path, text: str, needle: str) -> None:
+def test_bad_configs_name_the_problem(tmp_path: Path, config: dict[str, Any] | str, needle: str) -> None:
+    path = tmp_path / "config.toml"
+    if isinstance(config, str):
+        path.write_text(config)
+    else:
+        write_run_config(tmp_path, config)
     with pytest.raises(ConfigError, match=needle):
-        load_config(write(tmp_path, text))
+        load_config(path)
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
@@ -63,26 +64,26 @@ def test_the_gateway_command_reads_the_same_config_with_the_gateways_own_default
     serves on the gateway's own port and render mode unless the file or a flag says otherwise."""
     alone = load_config(None, {"gateway": {"engines": ["http://127.0.0.1:9/v1"]}}, gateway_alone=True)
     assert (alone.gateway.port, alone.gateway.render_mode) == (8400, "engine")
-    run = load_config(write(tmp_path, "[store]\nurl = 'sqlite:///x.db'\n"))
+    run = load_config(write_run_config(tmp_path, {"store": {"url": "sqlite:///x.db"}}))
     assert (run.gateway.port, run.gateway.render_mode) == (0, "gateway") and run.store.url == "sqlite:///x.db"
-    flagged = load_config(write(tmp_path, "[gateway]\nport = 9000\n"), {"gateway": {"port": 9001}},
+    flagged = load_config(write_run_config(tmp_path, {"gateway": {"port": 9000}}), {"gateway": {"port": 9001}},
                           gateway_alone=True)
     assert flagged.gateway.port == 9001
     with pytest.raises(ConfigError, match="gatway"):
-        load_config(write(tmp_path, "[gatway]\nport = 9000\n"), gateway_alone=True)
+        load_config(write_run_config(tmp_path, {"gatway": {"port": 9000}}), gateway_alone=True)
     with pytest.raises(SystemExit, match="gatway"):  # the command line says it in one line, no traceback
         from harnessrl.cli import main
 
-        main(["gateway", "--config", str(tmp_path / "c.toml"), "--engine", "http://127.0.0.1:9/v1"])
+        main(["gateway", "--config", str(tmp_path / "config.toml"), "--engine", "http://127.0.0.1:9/v1"])
 
 
 def _tasks(tmp_path: Path, train: list[object], eval_: list[object] | None = None) -> Path:
     (tmp_path / "train.jsonl").write_text("".join(json.dumps(t) + "\n" for t in train))
-    extra = ""
+    extra: dict[str, str] = {}
     if eval_ is not None:
         (tmp_path / "eval.jsonl").write_text("".join(json.dumps(t) + "\n" for t in eval_))
-        extra = 'eval = "eval.jsonl"\n'
-    return write(tmp_path, f'[tasks]\ntrain = "train.jsonl"\n{extra}')
+        extra = {"eval": "eval.jsonl"}
+    return write_run_config(tmp_path, {"tasks": {"train": "train.jsonl", **extra}})
 
 
 def test_tasks_load_with_assets_kept_out_of_the_input(tmp_path: Path) -> None:
@@ -111,20 +112,20 @@ def test_bad_tasks_name_the_problem(tmp_path: Path, train: list[object], eval_: 
 
 def test_task_file_errors_give_file_and_line(tmp_path: Path) -> None:
     (tmp_path / "train.jsonl").write_text('{"id": "a", "input": {}}\n{broken\n')
-    cfg = load_config(write(tmp_path, '[tasks]\ntrain = "train.jsonl"\n'))
+    cfg = load_config(write_run_config(tmp_path, {"tasks": {"train": "train.jsonl"}}))
     with pytest.raises(TaskLoadError, match=r"train.jsonl:2"):
         load_tasks(cfg, "r")
-    cfg = load_config(write(tmp_path, '[tasks]\ntrain = "nope.jsonl"\n'))
+    cfg = load_config(write_run_config(tmp_path, {"tasks": {"train": "nope.jsonl"}}))
     with pytest.raises(TaskLoadError, match="not found"):
         load_tasks(cfg, "r")
 
 
 def test_run_seed_seeds_engine_and_trainer_unless_they_say_otherwise(tmp_path: Path) -> None:
-    cfg = load_config(write(tmp_path, "[run]\nseed = 7\n"))
+    cfg = load_config(write_run_config(tmp_path, {"run": {"seed": 7}}))
     assert (cfg.run.seed, cfg.engine.seed, cfg.training.seed) == (7, 7, 7)
-    cfg = load_config(write(tmp_path, "[run]\nseed = 7\n[engine]\nseed = 1\n[training]\nseed = 2\n"))
+    cfg = load_config(write_run_config(tmp_path, {"run": {"seed": 7}, "engine": {"seed": 1}, "training": {"seed": 2}}))
     assert (cfg.run.seed, cfg.engine.seed, cfg.training.seed) == (7, 1, 2)
-    assert load_config(write(tmp_path, "[run]\nseed = 3\n"), {"run": {"seed": 5}}).engine.seed == 5  # --seed
+    assert load_config(write_run_config(tmp_path, {"run": {"seed": 3}}), {"run": {"seed": 5}}).engine.seed == 5  # --seed
 
 
 def test_the_demo_config_is_seeded_with_the_measured_settings() -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fakes.fake_engine import EngineServer
+from run_config import write_run_config
 
 HEAVY = ("torch", "transformers", "peft")
 
@@ -33,8 +34,7 @@ def test_importing_does_not_load_torch(module: str) -> None:
 
 
 def test_loading_a_config_does_not_load_torch(tmp_path: Path) -> None:
-    cfg = tmp_path / "run.toml"
-    cfg.write_text('[run]\nsteps = 2\n[training]\nlr = 1e-5\n[training.lora]\nr = 8\n')
+    cfg = write_run_config(tmp_path, {"run": {"steps": 2}, "training": {"lr": 1e-5, "lora": {"r": 8}}})
     assert _heavy_after(f"from harnessrl.config import load_config; load_config({str(cfg)!r})") == []
 
 
@@ -70,8 +70,7 @@ main(["--log-level", "WARNING", "gateway", "--config", %(cfg)r, "--engine", %(en
 
 def test_the_gateway_command_in_front_of_a_url_engine_does_not_load_torch(tmp_path: Path) -> None:
     """A real ``harnessrl gateway`` process: started, answering, its dashboard opened, then asked."""
-    cfg = tmp_path / "gateway.toml"
-    cfg.write_text('[gateway]\nadmin_token = "t0ken-for-the-test"\n')
+    cfg = write_run_config(tmp_path, {"gateway": {"admin_token": "t0ken-for-the-test"}})
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

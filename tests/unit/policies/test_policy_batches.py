@@ -5,6 +5,7 @@ policy's batch."""
 from __future__ import annotations
 
 import pytest
+from run_config import write_run_config
 
 from harnessrl.config import ConfigError, HarnessConfig, load_config
 from harnessrl.policies.config import PolicyConfig
@@ -64,24 +65,23 @@ def test_policy_overrides_training() -> None:
 
 
 def test_config_sections(tmp_path) -> None:
-    path = tmp_path / "c.toml"
-    path.write_text('[policies.planner]\n[policies.solver]\nlr = 1e-4\n[policies.judge]\nfrozen = true\n'
-                    '[routing]\nmodels = {"plan" = "planner"}\ndefault = "solver"\nunmatched = "refuse"\n')
+    path = write_run_config(tmp_path, {
+        "policies": {"planner": {}, "solver": {"lr": 1e-4}, "judge": {"frozen": True}},
+        "routing": {"models": {"plan": "planner"}, "default": "solver", "unmatched": "refuse"}})
     cfg = load_config(path)
     assert list(cfg.policies) == ["planner", "solver", "judge"] and cfg.routing.default == "solver"
     assert HarnessConfig().policies == {}  # no section: one policy, as before
-    path.write_text('[policies.planner]\n[routing]\nmodels = {"x" = "coder"}\n')
+    write_run_config(path, {"policies": {"planner": {}}, "routing": {"models": {"x": "coder"}}})
     with pytest.raises(ConfigError, match="does not define"):
         load_config(path)
-    path.write_text('[policies.judge]\nfrozen = true\n')
+    write_run_config(path, {"policies": {"judge": {"frozen": True}}})
     with pytest.raises(ConfigError, match="frozen"):
         load_config(path)
 
 
 def test_vllm_max_loras_covers_every_trained_policy(tmp_path) -> None:
-    path = tmp_path / "c.toml"
-    path.write_text('[policies.a]\n[policies.b]\n[policies.c]\nfrozen = true\n')
+    path = write_run_config(tmp_path, {"policies": {"a": {}, "b": {}, "c": {"frozen": True}}})
     assert load_config(path).engine.vllm.max_loras == 2
-    path.write_text('[engine.vllm]\nmax_loras = 1\n[policies.a]\n[policies.b]\n')
+    write_run_config(path, {"engine": {"vllm": {"max_loras": 1}}, "policies": {"a": {}, "b": {}}})
     with pytest.raises(ConfigError, match="max_loras"):
         load_config(path)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_config import write_run_config
 
 from harnessrl.cli import main
 from harnessrl.store import Store, open_store
@@ -56,8 +57,7 @@ def test_dry_run_by_default_then_yes(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_each_run_gets_its_own_retention(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "s.db"
     url = f"sqlite:///{db}"
-    config = tmp_path / "config.toml"
-    config.write_text(f'[store]\nurl = "{url}"\nretention = "3h"\n')
+    config = write_run_config(tmp_path, {"store": {"url": url, "retention": "3h"}})
     with open_store(url) as store:
         own = store.create_run("own", {"store": {"retention": "1h"}}).id  # recorded with the run
         glob = store.create_run("global", {"store": {"retention": None}}).id

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harnessrl.gateway.redact import Redactor, redactor_for
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.rewards.guards import find_tampering, symlinks_in_the_way
 from harnessrl.rewards.judge import JUDGE, Judge, JudgeSetupError, Verdict
@@ -294,16 +295,28 @@ async def _score_remote(spec: AttemptSpec, result: AttemptResult, store: Store, 
     return await finish(value, components=components)
 
 
-def close_rollout(store: Store, result: AttemptResult, outcome: RewardOutcome) -> Rollout:
-    """Move the rollout to its terminal status, with exit code, reason and logs (harness + verifier)."""
+def close_rollout(store: Store, result: AttemptResult, outcome: RewardOutcome,
+                  redactor: Redactor | None = None) -> Rollout:
+    """Move the rollout to its terminal status, with exit code, reason and logs (harness + verifier).
+
+    Logs and reason are redacted before they are written (``redactor``, else the gateway's default patterns
+    and the run's ``[gateway] redact_patterns``, as every reader uses): a secret a harness printed must not
+    sit in the database file, its backups or a ``psql`` session."""
+    redact = redactor or run_redactor(store, outcome.rollout_id)
     return store.transition_rollout(
         outcome.rollout_id,
         outcome.status,
         failure_kind=outcome.failure_kind,
-        error=outcome.reason,
+        error=redact(outcome.reason) if outcome.reason else outcome.reason,
         exit_code=result.exit_code,
-        logs=result.logs() + (outcome.verifier_output or ""),
+        logs=redact(result.logs() + (outcome.verifier_output or "")),
     )
+
+
+def run_redactor(store: Store, rollout_id: str) -> Redactor:
+    """The redactor readers use for this rollout: default patterns plus its run's own."""
+    run_id = store.get_rollout(rollout_id).run_id
+    return redactor_for([store.get_run(run_id)] if run_id else [])
 
 
 def _combine(

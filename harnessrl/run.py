@@ -39,6 +39,7 @@ from harnessrl.rewards.judge_client import check_judge
 from harnessrl.runners.env import base_env
 from harnessrl.runners.preflight import CommandNotFound, check_command
 from harnessrl.stack import Stack
+from harnessrl.step_line import step_line, step_tool_use
 from harnessrl.store import Store, open_store
 from harnessrl.tasks import load_tasks
 from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
@@ -232,18 +233,8 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
                         if s not in pending:
                             pending[s] = asyncio.create_task(ctl.collect_step(s))
                     rep = await ctl.train_step(step, pending.pop(step))
-                    m = rep.metrics
-                    groups = m.get("count/dynamic.groups", 0) + m.get("count/dynamic.extra_groups", 0)
-                    trained = f"{m.get('count/groups.trained', 0)}/{groups}" + (
-                        f" (held: no {config.run.explore_until_reward:g} yet)" if m.get("count/explore.held") else "")
-                    console.print(
-                        f"step {step}/{config.run.steps}: reward {_fmt(rep.reward_mean)} | rollouts "
-                        f"{rep.rollouts} (failed {rep.failed}, infra {rep.infra}) | groups trained {trained}"
-                        + (f" replayed {m.get('count/replay.rollouts', 0)}" if config.training.replay_best else "")
-                        + f" | loss {m.get('loss', 0):.4f} "
-                        f"clip {m.get('clip_fraction', 0):.3f} kl {m.get('approx_kl', 0):.4f} "
-                        f"entropy {m.get('entropy', 0):.2f} | "
-                        + " ".join(f"{k} {v:.0f}s" for k, v in rep.seconds.items()))
+                    tools = await asyncio.to_thread(step_tool_use, store, run_id, step)
+                    console.print(step_line(step, config, rep, tools))  # harnessrl/step_line.py
                     every = config.run.eval_every
                     if every and step % every == 0 and step != config.run.steps:
                         ev = await ctl.evaluate(stack.trainer.policy_version)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fakes.fake_engine import EngineServer
 from fakes.scripted_judge import ScriptedJudge
+from run_config import write_run_config
 
 from harnessrl.rewards import RewardConfig, score_attempt
 from harnessrl.rewards.config import JudgeConfig
@@ -279,17 +280,16 @@ def test_a_run_with_an_unreachable_judge_stops_before_loading_the_model(tmp_path
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(f'[run]\ndir = "{tmp_path}/run"\n[tasks]\ntrain = "{tmp_path}/t.jsonl"\n[engine]\nmodel = "tiny"\n'
-                   f'[runner]\ncommand = ["{sys.executable}", "-c", "pass"]\n[rewards.judge]\nurl = "{dead}"\n'
-                   'rubric = "r"\n')
+    config = {"run": {"dir": f"{tmp_path}/run"}, "tasks": {"train": f"{tmp_path}/t.jsonl"}, "engine": {"model": "tiny"},
+              "runner": {"command": [sys.executable, "-c", "pass"]}, "rewards": {"judge": {"url": dead, "rubric": "r"}}}
+    cfg = write_run_config(tmp_path, config)
     (tmp_path / "t.jsonl").write_text('{"id": "t", "input": {}}\n')
     started = time.monotonic()
     out = subprocess.run([sys.executable, "-m", "harnessrl.cli", "train", str(cfg)], capture_output=True, text=True,
                          timeout=120)
     assert out.returncode != 0 and time.monotonic() - started < 30
     assert f"[rewards.judge] endpoint {dead} unreachable" in out.stderr and "Traceback" not in out.stderr
-    cfg.write_text(cfg.read_text() + 'api_key_env = "HARNESSRL_TEST_NO_SUCH_KEY"\n')
+    write_run_config(cfg, config, {"rewards": {"judge": {"api_key_env": "HARNESSRL_TEST_NO_SUCH_KEY"}}})
     monkeypatch.delenv("HARNESSRL_TEST_NO_SUCH_KEY", raising=False)
     out = subprocess.run([sys.executable, "-m", "harnessrl.cli", "train", str(cfg)], capture_output=True, text=True,
                          timeout=120)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import openai
+from run_config import write_run_config
 
 from harnessrl.store import open_store
 
@@ -27,8 +28,7 @@ def _free_port() -> int:
 
 
 def test_the_gateway_command_serves_production(tmp_path: Path, engine_server) -> None:  # noqa: ANN001
-    config = tmp_path / "prod.toml"
-    config.write_text("[production]\nrecord_fraction = 1.0\n[production.deployments.support]\n")
+    config = write_run_config(tmp_path, {"production": {"record_fraction": 1.0, "deployments": {"support": {}}}})
     db, port = tmp_path / "prod.db", _free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "harnessrl.cli", "--log-level", "WARNING", "gateway", "--mode", "production",

@@ -1,0 +1,94 @@
+"""The engine URL check against a real HTTP server on loopback that serves its models under /v1 only."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from harnessrl.engines.url_check import EngineURLError, alternative, check_engine_url, check_engine_urls
+
+
+class _Handler(BaseHTTPRequestHandler):
+    models_at = "/v1/models"
+    status = 200
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if self.path == self.models_at:
+            body = json.dumps({"object": "list", "data": [{"id": "m", "object": "model"}]}).encode()
+            self.send_response(self.status)
+        else:
+            body = b'{"detail": "Not Found"}'
+            self.send_response(404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _serve(models_at: str = "/v1/models", status: int = 200) -> Iterator[str]:
+    handler = type("H", (_Handler,), {"models_at": models_at, "status": status})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def engine() -> Iterator[str]:
+    """The server's root URL; its models route is at /v1/models only."""
+    yield from _serve()
+
+
+def test_a_url_without_v1_is_corrected_with_a_warning(engine: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="harnessrl.engines.url_check"):
+        assert check_engine_url(engine) == engine + "/v1"
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING
+    assert f"GET {engine}/models answered HTTP 404" in record.getMessage()
+    assert f"using {engine}/v1" in record.getMessage()
+
+
+def test_a_right_url_is_kept_without_a_word(engine: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="harnessrl.engines.url_check"):
+        assert check_engine_url(engine + "/v1/") == engine + "/v1"
+    assert caplog.records == []
+    # a pasted endpoint gives its base; "embedded" is the caller's to start
+    assert check_engine_urls([engine + "/v1/chat/completions", "embedded"]) == [engine + "/v1", "embedded"]
+
+
+def test_a_server_with_no_models_route_at_either_is_refused_naming_both() -> None:
+    for root in _serve(models_at="/api/models"):
+        with pytest.raises(EngineURLError) as err:
+            check_engine_url(root)
+        message = str(err.value)
+        assert f"GET {root}/models answered HTTP 404" in message
+        assert f"GET {root}/v1/models answered HTTP 404" in message
+        assert "http://HOST:PORT/v1" in message
+
+
+def test_an_engine_that_is_not_up_yet_is_left_for_the_gateway_to_wait_for() -> None:
+    with socket.socket() as s:  # a port nothing listens on: connection refused, as before a launch
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert check_engine_url(f"http://127.0.0.1:{port}") == f"http://127.0.0.1:{port}"
+    for root in _serve(status=503):  # up, still loading its model: 503 at /v1/models, 404 at /models
+        assert check_engine_url(root + "/v1") == root + "/v1"
+
+
+def test_alternative() -> None:
+    assert alternative("http://h:1") == "http://h:1/v1"
+    assert alternative("http://h:1/v1/") == "http://h:1"
+    assert alternative("http://h:1/openai/v1/completions") == "http://h:1/openai/v1"

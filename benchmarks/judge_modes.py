@@ -26,7 +26,7 @@ from fakes.scripted_judge import ScriptedJudge  # noqa: E402
 
 from harnessrl.rewards.config import JudgeConfig  # noqa: E402
 from harnessrl.rewards.judge import Judge  # noqa: E402
-from harnessrl.rewards.judge_check import load_labelled  # noqa: E402
+from harnessrl.rewards.judge_agreement import load_labelled  # noqa: E402
 
 
 async def run(url: str, mode: str, groups: list[list], scripted: ScriptedJudge) -> dict[str, float]:

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from fakes.fake_engine import EngineServer
 from fakes.scripted_judge import ScriptedJudge
+from run_config import write_run_config
 
-from harnessrl.rewards.judge_check import ranks, spearman
+from harnessrl.rewards.judge_agreement import ranks, spearman
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "judge"
@@ -48,8 +49,7 @@ def test_position_bias_is_measured(judge_server: EngineServer, scripted: Scripte
 
 
 def test_judge_check_explains_a_missing_judge(tmp_path: Path) -> None:
-    cfg = tmp_path / "c.toml"
-    cfg.write_text("[run]\nname = 'x'\n")
+    cfg = write_run_config(tmp_path, {"run": {"name": "x"}})
     out = subprocess.run([sys.executable, "-m", "harnessrl.cli", "judge-check", str(cfg)], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode != 0 and "no [rewards.judge] section" in out.stderr

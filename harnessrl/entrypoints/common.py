@@ -1,0 +1,70 @@
+"""What several commands share: the run config with its CLI overrides, one-line errors, the store, a console."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from harnessrl.config import HarnessConfig
+    from harnessrl.store import Store
+
+T = TypeVar("T")
+
+
+def train_config(args: argparse.Namespace) -> HarnessConfig:
+    """The config file with ``--run-dir``, ``--steps`` and ``--seed`` applied; a bad file exits with its error."""
+    from harnessrl.config import ConfigError, load_config
+
+    overrides: dict[str, dict[str, Any]] = {}
+    if getattr(args, "run_dir", None):
+        overrides["run"] = {"dir": str(Path(args.run_dir).resolve())}
+    if getattr(args, "steps", None) is not None:
+        overrides.setdefault("run", {})["steps"] = args.steps
+    if getattr(args, "seed", None) is not None:
+        overrides.setdefault("run", {})["seed"] = args.seed
+    try:
+        return load_config(args.config, overrides)
+    except ConfigError as exc:
+        raise SystemExit(str(exc)) from None
+
+
+def drive(name: str, job: Callable[[], T]) -> T:
+    """Run a train/collect job: the user's errors and Ctrl-C become one line, not a traceback."""
+    from harnessrl.run import RUN_ERRORS
+
+    try:
+        return job()
+    except RUN_ERRORS as exc:
+        raise SystemExit(f"harnessrl {name}: {exc}") from None
+    except KeyboardInterrupt:
+        print(f"harnessrl {name}: interrupted; attempts in flight were stopped"
+              + (" and will be re-run. Run the same command to resume." if name == "train" else "."),
+              file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
+
+
+def open_db(args: argparse.Namespace) -> Store:
+    """``--db``'s store; one that cannot be opened exits with the reason."""
+    from harnessrl.store import open_store
+
+    try:
+        return open_store(args.db)
+    except Exception as exc:
+        raise SystemExit(f"cannot open the store {args.db!r}: {exc}") from None
+
+
+def console() -> Console:
+    """Terminal width in a terminal; wide when piped, so tables are not squeezed into 80 columns."""
+    from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+#: ``--status`` choices of the commands that filter rollouts.
+STATUSES = ["queued", "running", "succeeded", "failed", "timed_out", "cancelled"]

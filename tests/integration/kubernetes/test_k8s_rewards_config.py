@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from k8s_cluster import NS, TEMPLATE, Cluster
 from k8s_cluster import spec as attempt_spec
+from run_config import write_run_config
 
 from harnessrl.cli import main
 from harnessrl.config import ConfigError, load_config
@@ -27,30 +29,20 @@ from harnessrl.types import RolloutStatus
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
 
 
-def _config_file(tmp_path: Path, url: str, rewards: str) -> Path:
+def _config_file(tmp_path: Path, url: str, rewards: dict[str, Any]) -> Path:
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "t1", "input": {"q": "2+2?"}}) + "\n")
-    path = tmp_path / "run.toml"
-    path.write_text(f"""
-[run]
-dir = "out"
-[tasks]
-train = "tasks.jsonl"
-[runner]
-kind = "kubernetes"
-command = ["python", "/app/agent.py"]
-[runner.kubernetes]
-api_server = "{url}"
-namespace = "{NS}"
-api_retry_backoff_s = 0.01
-job_template = '''{TEMPLATE}'''
-[rewards]
-{rewards}
-""")
-    return path
+    return write_run_config(tmp_path / "run.toml", {
+        "run": {"dir": "out"},
+        "tasks": {"train": "tasks.jsonl"},
+        "runner": {"kind": "kubernetes", "command": ["python", "/app/agent.py"],
+                   "kubernetes": {"api_server": url, "namespace": NS, "api_retry_backoff_s": 0.01,
+                                  "job_template": TEMPLATE}},
+        "rewards": rewards,
+    })
 
 
 async def test_a_verifier_with_kubernetes_is_refused_at_start(cluster: Cluster, tmp_path: Path) -> None:
-    path = _config_file(tmp_path, cluster.url, 'verifier = ["python", "verify.py"]')
+    path = _config_file(tmp_path, cluster.url, {"verifier": ["python", "verify.py"]})
     with pytest.raises(ConfigError, match=r"\[rewards\] verifier cannot be used with Kubernetes") as info:
         load_config(path)
     assert "HARNESSRL_REWARD_URL" in str(info.value) and "exit_code_map" in str(info.value)  # the fix
@@ -61,14 +53,14 @@ async def test_a_verifier_with_kubernetes_is_refused_at_start(cluster: Cluster, 
 
 
 async def test_a_task_verifier_with_kubernetes_is_refused_when_tasks_load(cluster: Cluster, tmp_path: Path) -> None:
-    path = _config_file(tmp_path, cluster.url, "")
+    path = _config_file(tmp_path, cluster.url, {})
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "t1", "input": {}, "verifier": ["python", "v.py"]}))
     with pytest.raises(TaskLoadError, match="task 't1' names a 'verifier'.*HARNESSRL_REWARD_URL"):
         load_tasks(load_config(path), "run-1")
 
 
 async def test_without_a_verifier_the_pods_post_scores_the_attempt(cluster: Cluster, tmp_path: Path) -> None:
-    config = load_config(_config_file(tmp_path, cluster.url, "exit_code_map = { 0 = 0.5 }"))
+    config = load_config(_config_file(tmp_path, cluster.url, {"exit_code_map": {0: 0.5}}))
     store = open_store("sqlite:///:memory:")
     runner = make_runner(config.runner, run_id="run-1")
     try:

@@ -72,7 +72,8 @@ def test_pages_on_10k_rollouts_use_indexes_and_are_fast(big: tuple[str, str, lis
     store = open_store(url)
     last_page = (N - 1) // 50
     pages = [
-        "/", "/rollouts", f"/rollouts?page={last_page}", f"/runs/{run_id}", f"/runs/{run_id}?page=150",
+        "/", "/rollouts", f"/rollouts?page={last_page}", f"/runs/{run_id}", f"/runs/{run_id}/live",
+        f"/runs/{run_id}?page=150",
         f"/runs/{run_id}?task=task-5", "/rollouts?status=succeeded&page=3", f"/rollouts?step=77&run={run_id}",
         f"/rollouts/{ids[5000]}", f"/rollouts/{ids[5000]}/calls/0", f"/rollouts/{ids[N - 1]}",
     ]

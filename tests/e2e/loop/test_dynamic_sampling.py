@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from run_config import TINY_LORA, write_run_config
 
 from harnessrl.config import load_config
 from harnessrl.rewards.outcome import rollout_reward
@@ -22,34 +23,20 @@ from harnessrl.store import open_store
 HERE = Path(__file__).resolve().parent
 
 
-def _run(tmp_path: Path, *, tasks: int, flat: int, run_settings: str) -> tuple[list[dict[str, Any]], list[list]]:
+def _run(tmp_path: Path, *, tasks: int, flat: int, run_settings: dict[str, Any]) -> tuple[list[dict[str, Any]], list[list]]:
     """Train 3 steps of 1 task x 3 attempts; per step, its metrics and its launched rollouts (launch order)."""
     train = tmp_path / "train.jsonl"
     train.write_text("".join(json.dumps({"id": f"t{i}", "input": {"question": f"question {i}"},
                                          "verifier_input": {"flat": i < flat}}) + "\n" for i in range(tasks)))
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(f"""
-[run]
-dir = "{tmp_path / 'run'}"
-steps = 3
-tasks_per_step = 1
-attempts_per_task = 3
-eval_at_start = false
-{run_settings}
-[tasks]
-train = "{train}"
-[engine]
-model = "tiny"
-[runner]
-command = ["{sys.executable}", "{HERE / 'agent.py'}"]
-concurrency = 12
-timeout_s = 300
-[rewards]
-verifier = ["{sys.executable}", "{HERE / 'verify_flat.py'}"]
-[training.lora]
-r = 4
-alpha = 8
-""")
+    cfg = write_run_config(tmp_path, {
+        "run": {"dir": str(tmp_path / "run"), "steps": 3, "tasks_per_step": 1, "attempts_per_task": 3,
+                "eval_at_start": False, **run_settings},
+        "tasks": {"train": str(train)},
+        "engine": {"model": "tiny"},
+        "runner": {"command": [sys.executable, str(HERE / "agent.py")], "concurrency": 12, "timeout_s": 300},
+        "rewards": {"verifier": [sys.executable, str(HERE / "verify_flat.py")]},
+        "training": {"lora": TINY_LORA},
+    })
     config = load_config(cfg)
     summary = run_train(config)
     metrics = [json.loads(line) for line in (config.run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -64,7 +51,8 @@ alpha = 8
 @pytest.mark.slow  # ~20 s on a quiet 2-core machine (three steps of up to 9 harness subprocesses)
 @pytest.mark.timeout(1200)
 def test_steps_launch_groups_until_one_has_varied_rewards_within_the_budget(tmp_path: Path, capsys) -> None:
-    steps, launched = _run(tmp_path, tasks=8, flat=6, run_settings="dynamic_sampling = true\nmax_attempts_per_step = 9")
+    steps, launched = _run(tmp_path, tasks=8, flat=6, run_settings={"dynamic_sampling": True,
+                                                                               "max_attempts_per_step": 9})
     for m, rollouts in zip(steps, launched, strict=True):
         assert m["count/dynamic.attempts"] == len(rollouts) <= 9  # the budget bounds every step
         assert m["count/dynamic.groups"] + m.get("count/dynamic.extra_groups", 0) == len(rollouts) // 3
@@ -83,7 +71,7 @@ def test_steps_launch_groups_until_one_has_varied_rewards_within_the_budget(tmp_
 def test_exploration_launches_groups_until_the_full_reward_appears_then_trains_that_group(tmp_path: Path,
                                                                                          flat: int) -> None:
     steps, launched = _run(tmp_path, tasks=12, flat=flat,
-                           run_settings="explore_until_reward = 1.0\nmax_attempts_per_step = 12")
+                           run_settings={"explore_until_reward": 1.0, "max_attempts_per_step": 12})
     found_before = False
     for m, rollouts in zip(steps, launched, strict=True):
         groups: dict[str, list[float]] = {}
@@ -111,7 +99,8 @@ def test_holding_trains_nothing_until_the_full_reward_appears(tmp_path: Path, fl
     """``explore_hold``: a step whose waves found no 1.0 (none found before either) trains nothing; the step
     that finds one trains as usual, and so does every step after it."""
     steps, launched = _run(tmp_path, tasks=12, flat=flat,
-                           run_settings="explore_until_reward = 1.0\nmax_attempts_per_step = 12\nexplore_hold = true")
+                           run_settings={"explore_until_reward": 1.0, "max_attempts_per_step": 12,
+                                         "explore_hold": True})
     found = False
     for m, rollouts in zip(steps, launched, strict=True):
         found = found or any(reward >= 1.0 for _, reward in rollouts)

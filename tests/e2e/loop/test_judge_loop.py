@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from fakes.fake_engine import EngineServer
 from fakes.scripted_judge import ScriptedJudge
+from run_config import TINY_ENGINE, TINY_LORA, write_run_config
 
 from harnessrl.config import load_config
 from harnessrl.run import run_train
@@ -28,37 +29,17 @@ def test_group_judge_run_trains_and_records_judge_calls(tmp_path: Path) -> None:
     scripted = ScriptedJudge()
     server = EngineServer(scripted).start()  # type: ignore[arg-type]
     try:
-        cfg = tmp_path / "config.toml"
-        cfg.write_text(f"""
-[run]
-name = "judged"
-dir = "{tmp_path / 'run'}"
-steps = 1
-tasks_per_step = 2
-attempts_per_task = 3
-eval_at_start = false
-[tasks]
-train = "{HERE / 'train.jsonl'}"
-eval = "{HERE / 'eval.jsonl'}"
-[engine]
-kind = "embedded"
-model = "tiny"
-[runner]
-command = ["{sys.executable}", "{HERE / 'agent.py'}"]
-concurrency = 8
-timeout_s = 60
-[rewards]
-combine = "judge"
-[rewards.judge]
-url = "{server.url}"
-mode = "group"
-rubric = "Score how well the final answer follows up on the question."
-[training]
-lr = 1e-3
-[training.lora]
-r = 4
-alpha = 8
-""")
+        cfg = write_run_config(tmp_path, {
+            "run": {"name": "judged", "dir": str(tmp_path / "run"), "steps": 1, "tasks_per_step": 2,
+                    "attempts_per_task": 3, "eval_at_start": False},
+            "tasks": {"train": str(HERE / "train.jsonl"), "eval": str(HERE / "eval.jsonl")},
+            "engine": TINY_ENGINE,
+            "runner": {"command": [sys.executable, str(HERE / "agent.py")], "concurrency": 8, "timeout_s": 60},
+            "rewards": {"combine": "judge", "judge": {
+                "url": server.url, "mode": "group",
+                "rubric": "Score how well the final answer follows up on the question."}},
+            "training": {"lr": 1e-3, "lora": TINY_LORA},
+        })
         config = load_config(cfg)
         summary = run_train(config)
     finally:
@@ -103,28 +84,14 @@ def test_a_judge_that_never_answers_validly_stops_the_step_as_infra(tmp_path: Pa
     scripted.garbage_next = 10**6  # never a parseable answer
     server = EngineServer(scripted).start()  # type: ignore[arg-type]
     try:
-        cfg = tmp_path / "config.toml"
-        cfg.write_text(f"""
-[run]
-dir = "{tmp_path / 'run'}"
-steps = 1
-tasks_per_step = 1
-attempts_per_task = 2
-eval_at_start = false
-[tasks]
-train = "{HERE / 'train.jsonl'}"
-[engine]
-kind = "embedded"
-model = "tiny"
-[runner]
-command = ["{sys.executable}", "{HERE / 'agent.py'}"]
-timeout_s = 60
-[rewards.judge]
-url = "{server.url}"
-mode = "group"
-retries = 1
-rubric = "r"
-""")
+        cfg = write_run_config(tmp_path, {
+            "run": {"dir": str(tmp_path / "run"), "steps": 1, "tasks_per_step": 1, "attempts_per_task": 2,
+                    "eval_at_start": False},
+            "tasks": {"train": str(HERE / "train.jsonl")},
+            "engine": TINY_ENGINE,
+            "runner": {"command": [sys.executable, str(HERE / "agent.py")], "timeout_s": 60},
+            "rewards": {"judge": {"url": server.url, "mode": "group", "retries": 1, "rubric": "r"}},
+        })
         config = load_config(cfg)
         with pytest.raises(StepFailed, match="judge failed: judge gave no valid score after 2 tries"):
             run_train(config)

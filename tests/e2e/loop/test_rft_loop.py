@@ -7,20 +7,20 @@ import json
 from pathlib import Path
 
 import pytest
+from run_config import write_run_config
 
 from harnessrl.config import load_config
 from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.run import run_train
 from harnessrl.store import open_store
 
-from .test_train_loop import write_config
+from ._config import loop_config
 
 
 @pytest.mark.slow  # ~40 s on 2 cores: model load, 2 steps of 6 attempts, final evaluation
 def test_rft_trains_only_the_attempts_at_or_above_the_threshold(tmp_path: Path) -> None:
-    cfg = write_config(tmp_path, steps=2, attempts=3)
-    cfg.write_text(cfg.read_text().replace('steps = 2\n', 'steps = 2\nmode = "rft"\n')
-                   + "\n[sft]\nmin_reward = 0.5\n")
+    cfg = write_run_config(tmp_path, loop_config(tmp_path, steps=2, attempts=3),
+                           {"run": {"mode": "rft"}, "sft": {"min_reward": 0.5}})
     config = load_config(cfg)
     assert config.run.mode == "rft"
     summary = run_train(config)

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from run_config import write_run_config
 
 from harnessrl.config import load_config
 from harnessrl.controller import StepFailed
@@ -23,42 +24,11 @@ from harnessrl.runners.preflight import CommandNotFound
 from harnessrl.store import open_store
 from harnessrl.types import FailureKind, RolloutStatus, TaskSplit
 
-HERE = Path(__file__).resolve().parent
-
-
-def write_config(tmp_path: Path, *, steps: int = 2, train: str = "train.jsonl", attempts: int = 2) -> Path:
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(f"""
-[run]
-name = "loop"
-dir = "{tmp_path / 'run'}"
-steps = {steps}
-tasks_per_step = 2
-attempts_per_task = {attempts}
-[tasks]
-train = "{HERE / train}"
-eval = "{HERE / 'eval.jsonl'}"
-[engine]
-kind = "embedded"
-model = "tiny"
-[runner]
-command = ["{sys.executable}", "{HERE / 'agent.py'}"]
-concurrency = 8
-timeout_s = 60
-[rewards]
-verifier = ["{sys.executable}", "{HERE / 'verify.py'}"]
-protected = ["protected.txt"]
-[training]
-lr = 1e-3
-[training.lora]
-r = 4
-alpha = 8
-""")
-    return cfg
+from ._config import HERE, loop_config
 
 
 def test_train_loop_records_everything_and_advances_the_policy(tmp_path: Path) -> None:
-    config = load_config(write_config(tmp_path, attempts=3))
+    config = load_config(write_run_config(tmp_path, loop_config(tmp_path, attempts=3)))
     summary = run_train(config)
     store = open_store(config.store_url)
     train = [r for r in store.list_rollouts(run_id=summary.run_id, limit=1000)
@@ -106,10 +76,8 @@ def test_train_loop_records_everything_and_advances_the_policy(tmp_path: Path) -
 
 def test_faulty_harnesses_are_contained(tmp_path: Path) -> None:
     """Crash, hang (timeout), tamper and silent harnesses: the run goes on, each is recorded for what it is."""
-    cfg = write_config(tmp_path, steps=1, train="faults.jsonl", attempts=1)
-    text = cfg.read_text().replace("tasks_per_step = 2", "tasks_per_step = 5").replace(
-        "timeout_s = 60", "timeout_s = 25")
-    cfg.write_text(text)
+    cfg = write_run_config(tmp_path, loop_config(tmp_path, steps=1, train="faults.jsonl", attempts=1),
+                           {"run": {"tasks_per_step": 5}, "runner": {"timeout_s": 25}})
     config = load_config(cfg)
     summary = run_train(config)
     store = open_store(config.store_url)
@@ -128,7 +96,7 @@ def test_faulty_harnesses_are_contained(tmp_path: Path) -> None:
 
 
 def test_resume_after_sigkill_reuses_finished_rollouts(tmp_path: Path) -> None:
-    cfg = write_config(tmp_path, steps=2)
+    cfg = write_run_config(tmp_path, loop_config(tmp_path, steps=2))
     config = load_config(cfg)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "harnessrl.cli", "--log-level", "WARNING", "train", str(cfg)]
@@ -174,8 +142,8 @@ def test_resume_after_sigkill_reuses_finished_rollouts(tmp_path: Path) -> None:
 
 def test_async_mode_overlaps_steps_within_the_staleness_bound(tmp_path: Path) -> None:
     """async: step 2's rollouts run while step 1 trains; none is trained more than 1 version stale."""
-    cfg = write_config(tmp_path, steps=3, attempts=2)
-    cfg.write_text(cfg.read_text().replace('name = "loop"', 'name = "loop"\nmode = "async"\nmax_staleness = 1'))
+    cfg = write_run_config(tmp_path, loop_config(tmp_path, steps=3, attempts=2),
+                           {"run": {"mode": "async", "max_staleness": 1}})
     config = load_config(cfg)
     summary = run_train(config)
     store = open_store(config.store_url)
@@ -197,10 +165,9 @@ def test_tasks_from_a_datasets_dataset(tmp_path: Path) -> None:
     data.mkdir()
     (data / "train.jsonl").write_text((HERE / "train.jsonl").read_text())
     (data / "test.jsonl").write_text((HERE / "eval.jsonl").read_text())
-    cfg = write_config(tmp_path, steps=1)
-    text = cfg.read_text()
-    text = text.replace(f'train = "{HERE / "train.jsonl"}"\neval = "{HERE / "eval.jsonl"}"', f'dataset = "{data}"')
-    cfg.write_text(text)
+    layer = loop_config(tmp_path, steps=1)
+    layer["tasks"] = {"dataset": str(data)}
+    cfg = write_run_config(tmp_path, layer)
     config = load_config(cfg)
     from harnessrl.tasks import load_tasks
 
@@ -210,8 +177,8 @@ def test_tasks_from_a_datasets_dataset(tmp_path: Path) -> None:
 
 
 def test_a_missing_harness_command_fails_before_the_model_loads(tmp_path: Path) -> None:
-    cfg = write_config(tmp_path)
-    cfg.write_text(cfg.read_text().replace(f'command = ["{sys.executable}"', 'command = ["no-such-harness-xyz"'))
+    cfg = write_run_config(tmp_path, loop_config(tmp_path),
+                           {"runner": {"command": ["no-such-harness-xyz", str(HERE / "agent.py")]}})
     config = load_config(cfg)
     t0 = time.perf_counter()
     with pytest.raises(CommandNotFound, match="no-such-harness-xyz"):
@@ -225,9 +192,8 @@ def test_a_step_with_only_infra_failures_stops_the_run_untrained_and_resumes(tmp
     once it is fixed the same command resumes at that step."""
     broken = tmp_path / "broken_verify.py"
     broken.write_text("import sys\nprint('verifier cannot import its checker', file=sys.stderr)\nsys.exit(7)\n")
-    cfg = write_config(tmp_path, steps=1)
-    good = cfg.read_text()
-    cfg.write_text(good.replace(str(HERE / "verify.py"), str(broken)))
+    good = loop_config(tmp_path, steps=1)
+    cfg = write_run_config(tmp_path, good, {"rewards": {"verifier": [sys.executable, str(broken)]}})
     config = load_config(cfg)
     with pytest.raises(StepFailed, match="verifier cannot import its checker") as info:
         run_train(config)
@@ -235,7 +201,7 @@ def test_a_step_with_only_infra_failures_stops_the_run_untrained_and_resumes(tmp
     assert not (config.run_dir / "checkpoints").exists()  # nothing trained
     events = [json.loads(x) for x in (config.run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["step"] for e in events if e["event"] == "step_failed"] == [1]
-    cfg.write_text(good)
+    write_run_config(cfg, good)
     summary = run_train(load_config(cfg))
     assert (config.run_dir / "checkpoints" / "step_000001").is_dir()
     store = open_store(config.store_url)
@@ -247,7 +213,7 @@ def test_a_step_with_only_infra_failures_stops_the_run_untrained_and_resumes(tmp
 
 def test_ctrl_c_stops_harnesses_and_says_how_to_resume(tmp_path: Path) -> None:
     """SIGINT while a harness hangs: exit 130 with a resume hint, and no harness process left behind."""
-    cfg = write_config(tmp_path, steps=1, train="faults.jsonl", attempts=1)
+    cfg = write_run_config(tmp_path, loop_config(tmp_path, steps=1, train="faults.jsonl", attempts=1))
     config = load_config(cfg)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     cmd = [sys.executable, "-m", "harnessrl.cli", "--log-level", "WARNING", "train", str(cfg)]

@@ -131,7 +131,7 @@ class Dashboard:
                 for step, parts in step_times(files.steps)]
         time_chart = stacked_bars("seconds per step: rollouts, training, publishing", bars, width=560, height=260)
         groups = [(g, [line_chart(f"{name} = {_fmt_num(_last(files.series(name)))}",
-                                  [Series(name, files.series(name))], width=340, height=170)
+                                  [Series(name, files.series(name))], width=300, height=170)
                        for name in g.names])
                   for g in group_metrics(files.metric_names())]
         return {"files": files, "h": h, "reward_chart": reward, "time_chart": time_chart, "groups": groups, "live": run.ended_at is None}

@@ -5,8 +5,9 @@
 - held-out reward before -> after and every evaluation: the ``eval`` events;
 - time per step split into rollouts / training / publishing: each ``step`` event's ``seconds``, as the
   controller measured them (``Controller.train_step``);
-- rollouts trained, failed and infra: the ``step`` events' counts (what the step line printed), and the
-  ``eval`` events' infra failures.
+- attempts and rollouts trained: ``metrics.jsonl`` (``count/dynamic.attempts``, ``count/rollouts.trained``);
+  failed and infra: the ``step`` events' counts (what the step line printed); held-out infra failures: the
+  ``eval`` events.
 """
 
 from __future__ import annotations
@@ -48,11 +49,21 @@ class Phase:
 
 @dataclass(frozen=True)
 class Outcomes:
-    rollouts: int  # trained by the steps (after async mode drops stale groups)
-    failed: int  # of those, not succeeded (agent or infra)
+    """What the steps did with their attempts. ``step`` events count the rollouts of the groups a step
+    handed to training, ``metrics.jsonl`` how many attempts it ran (dynamic sampling runs more) and how
+    many rollouts it trained (a held step or a zero-variance group trains none)."""
+
+    attempts: int | None  # sum of count/dynamic.attempts; None when no step recorded it
+    rollouts: int  # the steps' rollouts (after async mode drops stale groups)
+    trained: int | None  # sum of count/rollouts.trained
+    failed: int  # of the steps' rollouts, not succeeded (agent or infra)
     infra: int  # the steps' attempts that failed for an infra reason (never a reward)
     stale_dropped: int
     eval_infra: int  # held-out attempts that failed for an infra reason
+
+    @property
+    def shown(self) -> int:
+        return self.attempts if self.attempts is not None else self.rollouts
 
 
 @dataclass
@@ -162,11 +173,18 @@ def step_times(steps: Sequence[dict[str, Any]]) -> list[tuple[int, list[tuple[st
     return out
 
 
+def _metric_sum(rows: Sequence[dict[str, Any]], name: str) -> int | None:
+    values = [_int(r[name]) for r in rows if name in r]
+    return sum(values) if values else None
+
+
 def outcomes(files: RunFiles) -> Outcomes | None:
     if not files.steps and not files.evals:
         return None
     return Outcomes(
+        attempts=_metric_sum(files.metrics, "count/dynamic.attempts"),
         rollouts=sum(_int(e.get("rollouts")) for e in files.steps),
+        trained=_metric_sum(files.metrics, "count/rollouts.trained"),
         failed=sum(_int(e.get("failed")) for e in files.steps),
         infra=sum(_int(e.get("infra")) for e in files.steps),
         stale_dropped=sum(_int(e.get("stale_dropped")) for e in files.steps),

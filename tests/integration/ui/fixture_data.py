@@ -48,10 +48,12 @@ def _call(rid: str, prompt: list[int], completion: list[int], messages: list[dic
 
 def metrics_row(step: int) -> dict[str, float | int]:
     """A ``metrics.jsonl`` row with a name from each of the run page's groups; ``advantage/mean`` is float
-    noise (advantages that sum to zero), as the trainer writes it."""
+    noise (advantages that sum to zero), as the trainer writes it. Steps 1 and 2 ran 3 and 4 attempts
+    (the store's) and trained 2 and 3 of them."""
     return {"step": step, "loss": 0.5 / step, "clip_fraction": 0.1 * step, "approx_kl": math.log1p(step) / 100,
             "reward/mean": 0.25 * step + 0.25, "advantage/mean": 1.3877787807814457e-17 * step,
             "count/groups.trained": 2 + step, "samples/merged": 3, "count/calls.merged": 4 * step,
+            "count/dynamic.attempts": 2 + step, "count/rollouts.trained": 1 + step,
             "policy/coder/loss": 0.4 / step}
 
 

@@ -46,13 +46,15 @@ def _check_headline(page: Any, store: Store, fx: Fixture) -> None:
         mean = statistics.fmean(s["seconds"][phase] for s in steps)
         assert page.inner_text(f"#phases [data-phase={phase}] b") == _fmt_s(mean)
     assert page.inner_text("#step-time") == _fmt_s(statistics.fmean(sum(s["seconds"].values()) for s in steps))
-    # rollouts trained, failed and infra: the training rollouts in the store
-    trained = [r for r in store.iter_rollouts(run_id=fx.run_id) if r.step is not None
-               and r.status not in (RolloutStatus.QUEUED, RolloutStatus.RUNNING)]
-    assert page.inner_text("#rollouts-trained") == str(len(trained))
-    failed = sum(r.status != RolloutStatus.SUCCEEDED for r in trained)
+    # the steps' attempts, failed and infra: the finished training rollouts in the store; trained: metrics.jsonl
+    attempts = [r for r in store.iter_rollouts(run_id=fx.run_id) if r.step is not None
+                and r.status not in (RolloutStatus.QUEUED, RolloutStatus.RUNNING)]
+    assert page.inner_text("#rollouts") == str(len(attempts))
+    failed = sum(r.status != RolloutStatus.SUCCEEDED for r in attempts)
     assert page.inner_text("#rollouts-failed") == f"{failed} failed"
-    assert page.inner_text("#rollouts-infra") == f"{sum(r.failure_kind == FailureKind.INFRA for r in trained)} infra"
+    assert page.inner_text("#rollouts-infra") == f"{sum(r.failure_kind == FailureKind.INFRA for r in attempts)} infra"
+    rows = [json.loads(line) for line in (fx.run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert page.inner_text("#rollouts-trained") == f"{sum(r['count/rollouts.trained'] for r in rows)} trained"
     assert page.inner_text("#eval-infra") == f"{sum(e['infra_failures'] for e in evals)} held-out infra"
     in_flight = [r for s in (RolloutStatus.QUEUED, RolloutStatus.RUNNING)
                  for r in store.list_rollouts(run_id=fx.run_id, status=s)]
@@ -82,7 +84,8 @@ def test_headline_figures_match_the_store_and_follow_the_run(store: Store, fx: F
         page.evaluate("window.__kept = 1")
         store.add_reward(step3.id, 1.0, "final")
         store.transition_rollout(step3.id, RolloutStatus.SUCCEEDED, exit_code=0)
-        _append(fx.run_dir / "metrics.jsonl", metrics_row(3))
+        _append(fx.run_dir / "metrics.jsonl", {**metrics_row(3), "count/dynamic.attempts": 1,
+                                               "count/rollouts.trained": 1})
         _append(fx.run_dir / "events.jsonl",
                 {"event": "step", "time": 1_700_000_040.0, "step": 3, "policy_version": 3, "rollouts": 1,
                  "failed": 0, "infra": 0, "reward_mean": 1.0, "stale_dropped": 0,

@@ -24,6 +24,7 @@ TRAINER = [
     "count/groups.trained", "count/groups.zero_variance", "count/rollouts.trained", "count/rollouts_stale_dropped",
     "count/excluded.extra_choices", "count/redacted.calls", "count/overflow.truncated", "count/tokens_changed",
     "count/replay.rollouts", "samples/merged", "samples/split", "time/step_s", "throughput/tokens_per_s",
+    "count/render.extended", "count/fidelity.merged", "count/explore.reached", "count/replay.candidates",
 ]
 
 
@@ -36,14 +37,16 @@ def test_groups_of_a_real_step() -> None:
     groups = {g.key: g.names for g in group_metrics(TRAINER)}
     assert list(groups) == ["rewards", "exploration", "training", "gateway"]  # display order, nothing "other"
     assert groups["rewards"] == ["reward/mean", "reward/std", "samples/rollouts", "count/rollouts.trained",
-                                 "count/rollouts_stale_dropped", "count/replay.rollouts"]
-    assert groups["exploration"] == ["entropy", "advantage/mean", "advantage/std", "advantage/min", "advantage/max",
-                                     "count/dynamic.groups", "count/explore.held", "count/groups.trained",
-                                     "count/groups.zero_variance"]
-    assert {"loss", "clip_fraction", "lr", "time/step_s", "memory/peak_rss_gb", "count/overflow.truncated",
-            "samples/count"} <= set(groups["training"])
-    assert groups["gateway"] == ["count/calls.merged", "count/excluded.extra_choices", "count/redacted.calls",
-                                 "count/tokens_changed", "samples/merged", "samples/split"]
+                                 "count/rollouts_stale_dropped", "count/replay.rollouts", "count/replay.candidates"]
+    assert groups["exploration"] == ["count/groups.trained", "count/groups.zero_variance", "advantage/mean",
+                                     "advantage/std", "advantage/min", "advantage/max", "entropy",
+                                     "count/dynamic.groups", "count/explore.held", "count/explore.reached"]
+    training = groups["training"]
+    assert training[:3] == ["loss", "clip_fraction", "approx_kl"]  # the rule's order, not the file's
+    assert {"lr", "time/step_s", "memory/peak_rss_gb", "count/overflow.truncated", "samples/count"} <= set(training)
+    assert groups["gateway"] == ["samples/merged", "samples/split", "count/calls.merged", "count/render.extended",
+                                 "count/fidelity.merged", "count/excluded.extra_choices", "count/redacted.calls",
+                                 "count/tokens_changed"]
 
 
 def test_policies_get_a_group_each_and_unknown_names_are_not_hidden() -> None:
@@ -115,6 +118,7 @@ def test_headline_of_a_run_in_progress() -> None:
     assert h.step_mean_s == 11.0 and sum(p.share for p in h.phases) == pytest.approx(1.0)
     assert h.outcomes is not None
     assert (h.outcomes.rollouts, h.outcomes.failed, h.outcomes.infra, h.outcomes.eval_infra) == (16, 4, 2, 6)
+    assert h.outcomes.attempts is None and h.outcomes.trained is None and h.outcomes.shown == 16
     assert headline(run, files, in_flight=3).status.text == "attempts in flight"
 
 
@@ -140,7 +144,18 @@ def test_sft_steps_and_metrics_only_runs() -> None:
     only = _files(metrics=({"step": 1, "loss": 1.0}, {"step": 2, "loss": 0.5},
                            {"step": 2, "eval/reward_mean": 0.75, "eval/tasks": 4}, {"step": 9, "eval/reward_mean": 1}))
     h = headline(Run("r", "n", {}, 0.0), only)
+    assert h.outcomes is None  # no events.jsonl: nothing says what the steps ran
     assert h.steps_done == 2 and [(e.policy_version, e.mean_reward) for e in h.evaluations] == [(2, 0.75), (9, 1.0)]
+
+
+def test_attempts_and_trained_come_from_the_metrics() -> None:
+    # step 1 explored (72 attempts, held: none trained); step 2 trained 16 of its 24
+    files = _files({**STEP, "step": 1, "rollouts": 24}, {**STEP, "step": 2, "rollouts": 24},
+                   metrics=({"step": 0, "eval/reward_mean": 0.1},
+                            {"step": 1, "count/dynamic.attempts": 72, "count/rollouts.trained": 0},
+                            {"step": 2, "count/dynamic.attempts": 24, "count/rollouts.trained": 16}))
+    o = headline(Run("r", "n", {}, 0.0), files).outcomes
+    assert o is not None and (o.attempts, o.rollouts, o.trained, o.shown) == (96, 48, 16, 96)
 
 
 def test_phases_in_the_controllers_order_with_extra_keys_after() -> None:

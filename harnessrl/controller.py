@@ -327,6 +327,8 @@ class Controller:
                 await asyncio.to_thread(self._fail_infra, r.id, "controller restarted while this attempt was in flight")
         sampling = {"temperature": run.train_temperature} if run.train_temperature is not None else None
 
+        reruns = Counter[str]()  # attempts launched again after infra failures: count/infra.reruns
+
         async def group(lt: LoadedTask) -> list[Rollout]:
             gid = f"{self.run_id}:step{step}:{lt.task.id}"
             ended = [r.id for r in existing if r.group_id == gid and r.id not in attachable]
@@ -335,9 +337,10 @@ class Controller:
                                                                defer_judge=True)
                                            for r in existing if r.group_id == gid and r.id in attachable))
             good = [r for r in done if r.failure_kind != FailureKind.INFRA and r.status != RolloutStatus.CANCELLED]
-            retries = len(done) - len(good)
+            retries, launched = len(done) - len(good), 0
             while len(good) < run.attempts_per_task:
                 need = run.attempts_per_task - len(good)
+                launched += need
                 new = await asyncio.gather(*(self.attempt(lt, group_id=gid, step=step, split=TaskSplit.TRAIN,
                                                           sampling=sampling, defer_judge=True) for _ in range(need)))
                 good += [r for r in new if r.failure_kind != FailureKind.INFRA]
@@ -347,6 +350,7 @@ class Controller:
                     log.warning("group %s: %d infra failures, giving up on it this step (last: %s)", gid,
                                 retries, failed[-1].error if failed else "?")
                     break
+            reruns["infra.reruns"] += max(0, len(done) + launched - run.attempts_per_task)
             return await self._judge_pending(good)
 
         base = self.step_tasks(step)
@@ -362,6 +366,7 @@ class Controller:
             kept = groups_to_train(rewards, run.tasks_per_step)
             stats["explore.untrained_groups"] = len(groups) - len(kept)
             groups = [groups[i] for i in kept]
+        stats["infra.reruns"] = reruns["infra.reruns"]  # bounded per group by [run] max_retries
         self.step_stats[step] = stats
         return [r for g in groups for r in g]
 

@@ -29,7 +29,7 @@ import harnessrl.gateway.dialect as dialect
 from harnessrl.gateway.apis import anthropic, chat, completions, encode_complete, responses
 from harnessrl.gateway.apis.base import DONE, Translation
 from harnessrl.gateway.config import GatewayConfig
-from harnessrl.gateway.engine_hop import EngineHop
+from harnessrl.gateway.engine_hop import EngineHop, refused_in_band
 from harnessrl.gateway.errors import (
     BadRequest,
     GatewayError,
@@ -356,6 +356,8 @@ class ModelCall:
                     return await self._complete(resp)
                 try:
                     return await self._stream(resp)
+                except GatewayError as exc:  # refused in-band: the request's error (4xx), not the engine's
+                    return await self._fail(exc, self._acc)
                 except (*STREAM_ERRORS, _StreamFailed) as exc:
                     why = f"engine {engine.id} failed mid-stream: {type(exc).__name__}: {exc}"
                     if self._sent:
@@ -439,7 +441,9 @@ class ModelCall:
             except orjson.JSONDecodeError as exc:
                 raise _StreamFailed(f"the engine sent malformed data: {exc}") from None
             if not isinstance(chunk, dict) or ("error" in chunk and not chunk.get("choices")):
-                raise _StreamFailed(str(chunk.get("error") if isinstance(chunk, dict) else chunk))
+                assert self.engine is not None and self.plan is not None
+                raise refused_in_band(chunk, self.engine, self.plan) \
+                    or _StreamFailed(str(chunk.get("error") if isinstance(chunk, dict) else chunk))
             acc.add(chunk)
             if passthrough is not None:
                 out = passthrough.chunk(chunk)

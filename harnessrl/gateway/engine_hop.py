@@ -3,16 +3,23 @@
 An engine that cannot be reached, or answers 5xx, is left for another; an engine's context-length refusal
 is answered by asking again with what the context has room for (the plan records requested vs granted),
 or, when the prompt alone does not fit, by an error naming both numbers.
+
+Errors are classed by cause, because a 5xx makes the attempt ``infra`` (re-run, never scored): an engine's
+4xx -- in the status or, as vLLM sends some once a stream began, in-band -- stays a 4xx, and so does a 500
+from an engine that still answers its health check (the request is what it could not serve). Only an
+engine that is gone, unreachable or busy makes a 5xx.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from typing import Any
 
 import orjson
 
 from harnessrl.gateway.dialect import Plan
-from harnessrl.gateway.errors import EngineUnavailable, LimitExceeded, UpstreamError
+from harnessrl.gateway.errors import EngineUnavailable, GatewayError, LimitExceeded, UpstreamError
 from harnessrl.gateway.pool import CONNECT_ERRORS, RETRY_STATUSES, Engine, EnginePool
 from harnessrl.gateway.upstream import UpstreamResponse
 
@@ -63,7 +70,10 @@ class EngineHop:
                 last = f"{engine.id}: HTTP {resp.status} {data[:200]!r}"
                 if len(tried) < len(self.pool.engines):
                     continue
-            raise upstream_error(resp.status, data, engine)
+            error = upstream_error(resp.status, data, engine)
+            if resp.status == 500 and await self.pool.probe(engine):
+                error = refused_by_live_engine(error)  # the engine lives: this request is what it cannot serve
+            raise error
 
 
 def fit_context(plan: Plan, data: bytes) -> bool:
@@ -84,6 +94,34 @@ def fit_context(plan: Plan, data: bytes) -> bool:
     plan.sampling.setdefault("max_tokens_requested", plan.upstream.get("max_tokens"))
     plan.upstream["max_tokens"] = plan.sampling["max_tokens"] = plan.max_tokens = room
     return True
+
+
+def refused_by_live_engine(error: UpstreamError) -> UpstreamError:
+    """An engine's 500 to a request, from an engine that answers its health check: 422, the request's."""
+    return UpstreamError(f"{error.message} (the engine is alive and serving: this request is what it could not "
+                         "serve; change the request)", status=422, code="engine_rejected_request")
+
+
+def refused_in_band(chunk: Any, engine: Engine, plan: Plan) -> GatewayError | None:
+    """The request's error for an engine's in-band error event with a 4xx code (vLLM checks some requests,
+    e.g. their length, after the stream began), or None when the event blames the engine."""
+    err = chunk.get("error") if isinstance(chunk, dict) else None
+    if not isinstance(err, dict):
+        return None
+    code = err.get("code")
+    status = int(code) if isinstance(code, int) or (isinstance(code, str) and code.isdigit()) else None
+    if status is None and err.get("type") in ("BadRequestError", "invalid_request_error"):
+        status = 400
+    if status is None or not 400 <= status < 500:
+        return None
+    message = str(err.get("message") or "")
+    probe = dataclasses.replace(plan, upstream=dict(plan.upstream), sampling=dict(plan.sampling))
+    try:
+        fit_context(probe, message.encode())  # the prompt alone does not fit: the same error as out of band
+    except LimitExceeded as exc:
+        return exc
+    return UpstreamError(f"engine {engine.id} refused the request: {message}", status=status,
+                         code=str(code) if isinstance(code, str) and not code.isdigit() else "engine_refused_request")
 
 
 def upstream_error(status: int, data: bytes, engine: Engine) -> UpstreamError:

@@ -115,6 +115,16 @@ class EnginePool:
         return await self.client.post(engine.base_url + path, orjson.dumps(body))
 
     # -- health ---------------------------------------------------------------------------------------
+    async def probe(self, engine: Engine, timeout_s: float = 5.0) -> bool:
+        """Whether the engine answers ``GET /health`` with 200 within ``timeout_s`` (it is alive)."""
+        try:
+            r = await self.client.get(engine.root + "/health", timeout_s=timeout_s)
+            await r.read()
+            r.release()
+        except Exception:  # noqa: BLE001 - any failure means no
+            return False
+        return r.status == 200
+
     async def check_health(self) -> None:
         await asyncio.gather(*(self._check(e) for e in self.engines))
 

@@ -180,8 +180,10 @@ health_interval_s = 0.2
     return cfg
 
 
-async def collect_one_step(cfg_path: Path, during: Callable[[str], None] | None = None) -> tuple[list, list]:
-    """Run step 1's attempts through the real controller (no trainer); returns (trained-on, all rollouts)."""
+async def collect_one_step(cfg_path: Path, during: Callable[[str], None] | None = None,
+                           stats: dict | None = None) -> tuple[list, list]:
+    """Run step 1's attempts through the real controller (no trainer); returns (trained-on, all rollouts).
+    ``stats`` receives the step's counts (``count/...`` metrics without the prefix)."""
     load_config, Controller, Stack, open_store, load_tasks = _imports()
     config = load_config(cfg_path)
     store = open_store(config.store_url)
@@ -198,6 +200,8 @@ async def collect_one_step(cfg_path: Path, during: Callable[[str], None] | None 
                 watcher.start()
             async with Controller(config, stack, run_id, tasks) as ctl:
                 good = await ctl.collect_step(1)
+                if stats is not None:
+                    stats.update(ctl.step_stats.get(1, {}))
             return good, store.list_rollouts(run_id=run_id)
         finally:
             stack.close()

@@ -2,22 +2,20 @@
 
 The run directory is the unit of resumption: ``run.json`` names the run in the store, ``checkpoints/``
 say which steps are trained, ``events.jsonl`` holds step and evaluation summaries, ``metrics.jsonl`` and
-``tb/`` the trainer's metrics. Running ``harnessrl train`` again on the same directory continues.
+``tb/`` the trainer's metrics. Running ``harnessrl train`` again on the same directory continues. The
+prologue (store, tasks, resume point, stack) is ``harnessrl/run_lifecycle.py``, shared with ``sft``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
-import shutil
 import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,89 +31,29 @@ from rich.progress import (
 
 from harnessrl.config import HarnessConfig
 from harnessrl.controller import Controller, EvalResult, StepFailed
-from harnessrl.memory import tune_allocator
 from harnessrl.rewards.judge import JudgeSetupError
-from harnessrl.rewards.judge_client import check_judge
-from harnessrl.runners.env import base_env
-from harnessrl.runners.preflight import CommandNotFound, check_command
+from harnessrl.run_lifecycle import (
+    TrainSummary,
+    baseline_from_events,
+    close_interrupted,
+    open_run_store,
+    preflight,
+    register_tasks,
+    resume_point,
+    start_training_stack,
+)
+from harnessrl.runners.preflight import CommandNotFound
+from harnessrl.sft.batches import batch_builder
 from harnessrl.stack import Stack
 from harnessrl.step_line import step_line, step_tool_use
-from harnessrl.store import Store, open_store
+from harnessrl.store import open_store
 from harnessrl.tasks import load_tasks
-from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
-from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint
-from harnessrl.weights.versions import record_policy_version
+from harnessrl.types import Rollout, TaskSplit
 
 log = logging.getLogger(__name__)
 
 #: Errors that are the user's to fix: the CLI prints their message, not a traceback.
 RUN_ERRORS = (CommandNotFound, StepFailed, JudgeSetupError)
-
-
-def preflight(config: HarnessConfig) -> None:
-    """Fail in a second, not after the model has loaded, when the harness, the verifier or the judge cannot
-    start."""
-    runner, rewards = config.runner, config.rewards
-    if rewards.judge is not None and rewards.judge.url != "policy":  # "policy" is checked once the engine runs
-        check_judge(rewards.judge)
-    if runner.kind != "local":
-        return  # the command names a program inside the pod's image
-    env = base_env(runner.inherit_env, prepend_python_bin=runner.prepend_python_bin)
-    env.update(runner.env)
-    check_command(runner.command, env, "runner.command")
-    if rewards.verifier:
-        venv = base_env(rewards.verifier_inherit_env)
-        venv.update(rewards.verifier_env)
-        check_command(rewards.verifier, venv, "rewards.verifier")
-
-
-@dataclass
-class TrainSummary:
-    run_id: str
-    steps: int
-    baseline: EvalResult | None
-    final: EvalResult | None
-
-    def held_out_line(self) -> str:
-        if self.final is None:
-            return "held-out reward: n/a (no held-out tasks)"
-        if self.baseline is None:
-            return (f"held-out reward: {self.final.mean_reward:.2f} ({self.final.tasks} tasks; no baseline: "
-                    "set [run] eval_at_start = true)")
-        return (f"held-out reward: {self.baseline.mean_reward:.2f} -> {self.final.mean_reward:.2f} "
-                f"({self.final.tasks} tasks)")
-
-
-def open_run(config: HarnessConfig, store: Store) -> str:
-    """The run id of this run directory, creating the run on first use."""
-    run_dir = config.run_dir
-    marker = run_dir / "run.json"
-    if marker.is_file():
-        run_id = str(json.loads(marker.read_text())["run_id"])
-        # NotFound if the store was swapped under the run directory; a resumed run needs its data again
-        store.end_run(run_id, ended=False)
-        return run_id
-    run_id = f"{config.run.name}-{uuid.uuid4().hex[:8]}"
-    store.create_run(config.run.name, config.model_dump(mode="json"), run_id=run_id)
-    tmp = marker.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"run_id": run_id}))
-    tmp.rename(marker)
-    return run_id
-
-
-def _baseline_from_events(run_dir: Path) -> EvalResult | None:
-    """The untrained policy's evaluation recorded by an earlier (killed) invocation, if any."""
-    events = run_dir / "events.jsonl"
-    if not events.is_file():
-        return None
-    for line in events.read_text().splitlines():
-        try:
-            e = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill
-        if e.get("event") == "eval" and e.get("policy_version") == 0:
-            return EvalResult(0, float(e["mean_reward"]), int(e["tasks"]))
-    return None
 
 
 def _progress_counter(console: Console) -> Callable[[Rollout], None]:
@@ -178,34 +116,24 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
         from harnessrl.production.train import train_production
 
         return await train_production(config, console)  # type: ignore[return-value]  # prints held_out_line too
-    tune_allocator()  # before the engine, gateway and trainer threads exist (see harnessrl/memory.py)
     run_dir = config.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in (run_dir / "checkpoints").glob("*.tmp"):
-        shutil.rmtree(stale)  # a checkpoint cut short by a kill: that step is not trained
-    store = open_store(config.store_url)
+    store = open_run_store(config)  # the prologue train, sft and production share (run_lifecycle.py)
     try:
-        run_id = open_run(config, store)
-        tasks = load_tasks(config, run_id)
-        if not tasks[TaskSplit.TRAIN]:
-            raise ValueError("no training tasks: set [tasks] train = \"tasks.jsonl\" (or a dataset)")
-        store.upsert_tasks(run_id, [lt.task for split in tasks.values() for lt in split])
+        run_id, tasks = register_tasks(config, store, need_train_tasks=True)
         preflight(config)
-        ckpt = latest_checkpoint(run_dir)
-        done = checkpoint_step(ckpt)
+        ckpt, done = resume_point(run_dir)
         t0 = time.perf_counter()
         console.print(f"[bold]harnessrl train[/] run {run_id} in {run_dir}: "
                       f"{len(tasks[TaskSplit.TRAIN])} train / {len(tasks[TaskSplit.EVAL])} held-out tasks, "
                       f"seed {config.run.seed}, {'resuming after step ' + str(done) if done else 'starting'}")
-        stack = Stack.start(config, store, run_id=run_id, train=True, checkpoint=ckpt)
+        stack = start_training_stack(config, store, run_id, ckpt, done)
         console.print(f"model ready in {time.perf_counter() - t0:.1f}s; gateway {stack.gateway_url}")
         bar: _ProgressBar | None = None
         try:
-            if ckpt is not None:
-                record_policy_version(store, stack.trainer.policy_version, ckpt, run_id=run_id, step=done)
             pending: dict[int, asyncio.Task[Any]] = {}  # steps whose rollouts are being collected
-            async with Controller(config, stack, run_id, tasks) as ctl, _cancelled_on_exit(pending):
-                baseline = _baseline_from_events(run_dir)
+            builder = batch_builder(config)  # rft or distill: their batches instead of RL's
+            async with Controller(config, stack, run_id, tasks, builder) as ctl, _cancelled_on_exit(pending):
+                baseline = baseline_from_events(run_dir)
                 if console.is_terminal:
                     evals = int(baseline is None and done == 0 and config.run.eval_at_start) + 1 + (
                         (config.run.steps - done) // config.run.eval_every if config.run.eval_every else 0)
@@ -288,24 +216,6 @@ async def collect(config: HarnessConfig, checkpoint: Path | None, split: TaskSpl
             stack.close()
     finally:
         store.close()
-
-
-def close_interrupted(store: Store, run_id: str) -> int:
-    """Close the run's attempts still queued or running as infra failures after Ctrl-C; returns how many.
-
-    Why a sweep: each attempt closes itself when its task is cancelled, but a task whose cancellation
-    is delivered after this coroutine's own (asyncio cancels the main task first) finds the store
-    closed, and its rollout stayed "running" until the next resume. By now the runner has stopped
-    every harness (the controller's ``async with`` has exited), so nothing still writes to them.
-    """
-    closed = 0
-    for status in (RolloutStatus.QUEUED, RolloutStatus.RUNNING):
-        for r in store.list_rollouts(run_id=run_id, status=status, limit=100_000):
-            with contextlib.suppress(Exception):  # one that closed meanwhile is fine
-                store.transition_rollout(r.id, RolloutStatus.FAILED, failure_kind=FailureKind.INFRA,
-                                         error="controller interrupted while this attempt was in flight")
-                closed += 1
-    return closed
 
 
 def run_train(config: HarnessConfig) -> TrainSummary:

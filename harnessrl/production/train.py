@@ -284,19 +284,16 @@ class ProductionSummary:
 async def train_production(config: HarnessConfig, console: Console | None = None) -> ProductionSummary:
     """``harnessrl train`` with ``[run] source = "production"``: serve, wait for closed windows, train
     ``[run] steps`` updates, each through the canary."""
-    from harnessrl.memory import tune_allocator
+    from harnessrl.run_lifecycle import open_run_store
     from harnessrl.stack import Stack
-    from harnessrl.store import open_store
 
     console = console or Console(stderr=True, soft_wrap=True)
-    tune_allocator()
     pt = config.production.training
     config = config.model_copy(update={"training": off_policy_config(config.training, pt.tis_cap)})
     name = config.run.deployment
     assert name is not None  # the config validator asks for it
     run_dir = config.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    store = open_store(config.store_url)
+    store = open_run_store(config)  # the run prologue train and sft share too (harnessrl/run_lifecycle.py)
     try:
         ckpt = latest_checkpoint(run_dir)
         # The checkpoint is loaded here, not by the stack: the stack would serve it to every session, and

@@ -13,7 +13,6 @@ import asyncio
 import json
 import math
 import random
-import shutil
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -22,15 +21,19 @@ from rich.console import Console
 
 from harnessrl.config import HarnessConfig
 from harnessrl.controller import Controller, EvalResult
-from harnessrl.memory import tune_allocator
-from harnessrl.run import TrainSummary, _baseline_from_events, close_interrupted, open_run, preflight
+from harnessrl.run_lifecycle import (
+    TrainSummary,
+    baseline_from_events,
+    close_interrupted,
+    open_run_store,
+    preflight,
+    register_tasks,
+    resume_point,
+    start_training_stack,
+)
 from harnessrl.sft.select import Selected, select_rollouts, sft_batch
-from harnessrl.stack import Stack
 from harnessrl.store import Store, open_store
-from harnessrl.tasks import load_tasks
 from harnessrl.types import TaskSplit
-from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint
-from harnessrl.weights.versions import record_policy_version
 
 
 class SftError(ValueError):
@@ -61,17 +64,11 @@ def _event(config: HarnessConfig, kind: str, **data: Any) -> None:
 
 async def sft(config: HarnessConfig, console: Console | None = None) -> TrainSummary:
     console = console or Console(stderr=True, soft_wrap=True)
-    tune_allocator()
     run_dir = config.run_dir
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in (run_dir / "checkpoints").glob("*.tmp"):
-        shutil.rmtree(stale)
-    store = open_store(config.store_url)
+    store = open_run_store(config)  # the prologue train, sft and production share (run_lifecycle.py)
     source: Store = open_store(config.sft.store) if config.sft.store else store
     try:
-        run_id = open_run(config, store)
-        tasks = load_tasks(config, run_id)
-        store.upsert_tasks(run_id, [lt.task for split in tasks.values() for lt in split])
+        run_id, tasks = register_tasks(config, store, need_train_tasks=False)
         try:
             selected = select_rollouts(source, config.sft, exclude_runs=[run_id])
         except ValueError as exc:
@@ -81,22 +78,19 @@ async def sft(config: HarnessConfig, console: Console | None = None) -> TrainSum
                            "`harnessrl rollouts --db URL` lists what the store holds")
         if tasks[TaskSplit.EVAL]:
             preflight(config)
-        ckpt = latest_checkpoint(run_dir)
-        done = checkpoint_step(ckpt)
+        ckpt, done = resume_point(run_dir)
         q = config.sft
         console.print(f"[bold]harnessrl sft[/] run {run_id} in {run_dir}: {len(selected)} rollouts selected "
                       f"({len({s.rollout.task_id for s in selected})} tasks), {q.steps} steps of "
                       f"{q.rollouts_per_step}, {'resuming after step ' + str(done) if done else 'starting'}")
         t0 = time.perf_counter()
-        stack = Stack.start(config, store, run_id=run_id, train=True, checkpoint=ckpt)
+        stack = start_training_stack(config, store, run_id, ckpt, done)
         trainer = stack.trainer
         trainer.objective = "sft"
         try:
-            if ckpt is not None:
-                record_policy_version(store, trainer.policy_version, ckpt, run_id=run_id, step=done)
             async with Controller(config, stack, run_id, tasks) as ctl:
                 assert ctl.admin is not None
-                baseline = _baseline_from_events(run_dir)
+                baseline = baseline_from_events(run_dir)
                 if baseline is None and done == 0 and config.run.eval_at_start and tasks[TaskSplit.EVAL]:
                     baseline = await ctl.evaluate(0)
                     console.print(f"eval v0: held-out reward {_fmt(baseline.mean_reward)} ({baseline.tasks} tasks)")

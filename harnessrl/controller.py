@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import httpx
 
@@ -38,7 +38,7 @@ from harnessrl.rewards.score import RewardOutcome, finish_judged
 from harnessrl.runners import Runner, make_attempt_spec, make_runner
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.stack import Stack
-from harnessrl.store import StoreError
+from harnessrl.store import Store, StoreError
 from harnessrl.tasks import LoadedTask
 from harnessrl.training.group_choice import groups_to_train, reached, varied
 from harnessrl.training.replay import PastAttempt, beating, choose_replays, replay_samples
@@ -50,6 +50,14 @@ if TYPE_CHECKING:
     from harnessrl.training.train_batch import TrainBatch
 
 log = logging.getLogger(__name__)
+
+
+class BatchBuilder(Protocol):
+    """Turns a step's rollouts into the trainer's batch (run in a worker thread) with its own loss."""
+
+    objective: Literal["policy_gradient", "sft"]
+
+    def __call__(self, store: Store, rollouts: Sequence[Rollout]) -> TrainBatch: ...
 
 
 class StepFailed(RuntimeError):
@@ -117,7 +125,7 @@ class AdminClient:
 
 class Controller:
     def __init__(self, config: HarnessConfig, stack: Stack, run_id: str,
-                 tasks: dict[TaskSplit, list[LoadedTask]]) -> None:
+                 tasks: dict[TaskSplit, list[LoadedTask]], batch_builder: BatchBuilder | None = None) -> None:
         self.config = config
         self.stack = stack
         self.store = stack.store
@@ -134,8 +142,8 @@ class Controller:
         #: ``[rewards.judge]``: the run's judge, and (group mode) attempts scored but not yet judged.
         self.judge: Judge | None = None
         self._pending: dict[str, tuple[AttemptSpec, AttemptResult, RewardOutcome]] = {}
-        #: ``[run] mode = "distill"``: the teacher scoring the student's tokens, made at the first step.
-        self.teacher: Any = None
+        #: Builds each step's batch in place of RL's (``[run] mode`` rft or distill); handed in by the run.
+        self.batch_builder = batch_builder
         #: ``[training] replay_best``: each finished step's scored attempts, the pool replays come from.
         self._past_attempts: dict[int, list[PastAttempt]] = {}
 
@@ -504,21 +512,12 @@ class Controller:
             await asyncio.to_thread(self._raise_if_all_infra, step)
         rollouts, stale = self._drop_stale(rollouts, trainer.policy_version)
         t1 = time.perf_counter()
-        if self.config.run.mode == "rft":  # rejection sampling: the SFT loss on attempts >= the threshold
-            from harnessrl.sft.select import rft_batch
-
-            trainer.objective = "sft"
-            threshold = 1.0 if self.config.sft.min_reward is None else self.config.sft.min_reward
-            batch = await asyncio.to_thread(rft_batch, self.store, rollouts, threshold, self.config.training.samples)
+        if self.batch_builder is not None:  # the run's mode: rft or distill (harnessrl/sft/batches.py)
+            if self.batch_builder.objective != "policy_gradient":
+                trainer.objective = self.batch_builder.objective
+            batch = await asyncio.to_thread(self.batch_builder, self.store, rollouts)
         elif getattr(trainer, "builds_batches", False):  # several policies: one batch each (policies/)
             batch = await asyncio.to_thread(trainer.batch_from_store, self.store, rollouts)
-        elif self.config.run.mode == "distill":  # per-token reverse KL to the teacher (harnessrl/sft/distill.py)
-            from harnessrl.sft.distill import distill_batch, make_teacher
-
-            if self.teacher is None:
-                self.teacher = await asyncio.to_thread(make_teacher, self.config.distill)
-            batch = await asyncio.to_thread(distill_batch, self.store, rollouts, self.teacher,
-                                            self.config.training.samples)
         else:
             batch = await asyncio.to_thread(batch_from_store, self.store, rollouts, self.config.training)
             if self.config.training.replay_best:

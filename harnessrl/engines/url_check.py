@@ -103,3 +103,11 @@ def check_engine_url(url: str, timeout_s: float = TIMEOUT_S) -> str:
 def check_engine_urls(urls: Sequence[str], timeout_s: float = TIMEOUT_S) -> list[str]:
     """``check_engine_url`` for each of ``urls``; ``embedded`` (started later by the caller) is kept as is."""
     return [u if u == "embedded" else check_engine_url(u, timeout_s) for u in urls]
+
+
+def check_engine_urls_or_exit(urls: Sequence[str], timeout_s: float = TIMEOUT_S) -> list[str]:
+    """``check_engine_urls`` for a command line: a refusal exits with its message, not a traceback."""
+    try:
+        return check_engine_urls(urls, timeout_s)
+    except EngineURLError as exc:
+        raise SystemExit(f"harnessrl: {exc}") from None

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from harnessrl.config import ConfigError, load_config
+    from harnessrl.engines.url_check import check_engine_urls_or_exit
     from harnessrl.gateway import Gateway
     from harnessrl.production.plugin import gateway_plugins
     from harnessrl.store import open_store
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         # the gateway decodes stored token IDs (to redact secrets) with the served model's tokenizer
         config.render = config.render.model_copy(update={"tokenizer": harness.engine.model})
     config.engines = [_start_embedded(harness.engine) if e == "embedded" else e for e in config.engines]
+    config.engines = check_engine_urls_or_exit(config.engines)  # with or without /v1: engines/url_check.py
     if not config.engines:
         raise SystemExit("no engine configured: pass --engine http://HOST:PORT/v1 (repeatable) or --engine embedded")
     db = args.db or harness.store.url or "sqlite:///harnessrl.db"

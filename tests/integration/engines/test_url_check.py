@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
+import httpx
 import pytest
+from fakes.fake_engine import EngineServer, FakeEngine
 
 from harnessrl.engines.url_check import EngineURLError, alternative, check_engine_url, check_engine_urls
 
@@ -92,3 +99,53 @@ def test_alternative() -> None:
     assert alternative("http://h:1") == "http://h:1/v1"
     assert alternative("http://h:1/v1/") == "http://h:1"
     assert alternative("http://h:1/openai/v1/completions") == "http://h:1/openai/v1"
+
+
+def _gateway(engine_url: str, tmp_path: Path, port: int = 0) -> subprocess.Popen:
+    """``harnessrl gateway --engine ENGINE_URL`` as a user runs it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "harnessrl.cli", "--log-level", "WARNING", "gateway", "--engine", engine_url,
+         "--db", f"sqlite:///{tmp_path / 'gw.db'}", "--port", str(port)],
+        env={**os.environ, "HARNESSRL_ADMIN_TOKEN": "admin"}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+
+
+def test_the_gateway_command_serves_calls_given_an_engine_url_without_v1(tmp_path: Path) -> None:
+    """The newcomer's case: an OpenAI-compatible server's root URL. Calls used to get the engine's 404."""
+    engine = EngineServer(FakeEngine()).start()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = engine.url.removesuffix("/v1")
+    proc = _gateway(root, tmp_path, port)
+    try:
+        gw = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()[1]
+            assert time.monotonic() < deadline, "the gateway did not start"
+            try:
+                if httpx.get(f"{gw}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        rollout = httpx.post(f"{gw}/admin/rollouts", headers={"Authorization": "Bearer admin"},
+                             json={"task_id": "t", "group_id": "g"}).json()
+        r = httpx.post(f"{rollout['base_url']}/chat/completions", json={"model": "m", "messages": [
+            {"role": "user", "content": "hi"}]}, headers={"Authorization": f"Bearer {rollout['api_key']}"}, timeout=30)
+        assert r.status_code == 200, r.text  # was the engine's 404: POST {root}/chat/completions
+        assert r.json()["choices"][0]["message"]["content"]
+    finally:
+        proc.terminate()
+        stderr = proc.communicate(timeout=30)[1]
+        engine.stop()
+    assert f"using {root}/v1" in stderr and "WARNING" in stderr
+
+
+def test_the_gateway_command_refuses_a_server_without_models_routes(tmp_path: Path) -> None:
+    for root in _serve(models_at="/api/models"):
+        proc = _gateway(root, tmp_path)
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 1
+        assert f"harnessrl: engine {root} serves no OpenAI models route" in stderr
+        assert "Traceback" not in stderr

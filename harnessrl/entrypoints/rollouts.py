@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harnessrl.inspection.rollout_pages import Filters
-    from harnessrl.trace import print_rollouts
+    from harnessrl.inspection.terminal import print_rollouts
     from harnessrl.types import FailureKind, RolloutStatus
 
     if args.limit < 1 or args.offset < 0 or args.offset % args.limit:

@@ -17,8 +17,8 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harnessrl.inspection.terminal import print_rollout
     from harnessrl.store import NotFound
-    from harnessrl.trace import print_rollout
 
     store = open_db(args)
     try:

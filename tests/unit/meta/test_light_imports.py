@@ -27,7 +27,7 @@ def _heavy_after(code: str, timeout_s: float = 120) -> list[str]:
     return eval(out.stdout.strip().splitlines()[-1])  # noqa: S307  (our own print of a list of names)
 
 
-@pytest.mark.parametrize("module", ["harnessrl.config", "harnessrl.export", "harnessrl.cli", "harnessrl.trace",
+@pytest.mark.parametrize("module", ["harnessrl.config", "harnessrl.export", "harnessrl.cli", "harnessrl.inspection.terminal",
                                     "harnessrl.weights.checkpoints", "harnessrl.rewards.outcome"])
 def test_importing_does_not_load_torch(module: str) -> None:
     assert _heavy_after(f"import {module}") == []

@@ -11,8 +11,8 @@ from rich.console import Console
 from starlette.testclient import TestClient
 
 from harnessrl.export import sample_records
+from harnessrl.inspection.terminal import print_rollout
 from harnessrl.store import Store
-from harnessrl.trace import print_rollout
 from harnessrl.training.samples import build_samples
 from harnessrl.types import RolloutStatus as S
 from harnessrl.ui import dashboard_app

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -62,8 +63,10 @@ def _fmt_reward(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f}"
 
 
-def _last(points: list[tuple[float, float]]) -> float | None:
-    return points[-1][1] if points else None
+def _metric_chart(name: str, points: list[tuple[float, float]]) -> Markup:
+    """A small chart of one trainer metric, titled with its latest value."""
+    last = _fmt_num(points[-1][1]) if points else "n/a"
+    return line_chart(f"{name} = {last}", [Series(name, points)], width=300, height=170)
 
 
 class Dashboard:
@@ -77,7 +80,8 @@ class Dashboard:
         self.tokenizers = Tokenizers(tokenizer)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(default=True, default_for_string=True))
-        self.env.filters.update(time=_fmt_time, secs=_fmt_s, num=_fmt_num, reward=_fmt_reward, q=lambda v: quote(str(v), safe=""))
+        self.env.filters.update(time=_fmt_time, secs=_fmt_s, num=_fmt_num, reward=_fmt_reward,
+                                q=lambda v: quote(str(v), safe=""))
         self.env.globals.update(statuses=[s.value for s in RolloutStatus], failures=[k.value for k in FailureKind],
                                 urlencode=urlencode)
 
@@ -130,11 +134,10 @@ class Dashboard:
         bars = [Bar(step, [(f"phase-{k}", PHASES.get(k, k), v) for k, v in parts])
                 for step, parts in step_times(files.steps)]
         time_chart = stacked_bars("seconds per step: rollouts, training, publishing", bars, width=560, height=260)
-        groups = [(g, [line_chart(f"{name} = {_fmt_num(_last(files.series(name)))}",
-                                  [Series(name, files.series(name))], width=300, height=170)
-                       for name in g.names])
+        groups = [(g, [_metric_chart(name, files.series(name)) for name in g.names])
                   for g in group_metrics(files.metric_names())]
-        return {"files": files, "h": h, "reward_chart": reward, "time_chart": time_chart, "groups": groups, "live": run.ended_at is None}
+        return {"files": files, "h": h, "reward_chart": reward, "time_chart": time_chart, "groups": groups,
+                "live": run.ended_at is None}
 
     def rollouts(self, request: Request) -> Response:
         f = Filters.parse(request.query_params)

@@ -15,6 +15,7 @@ from typing import Any
 
 from harnessrl.config import HarnessConfig
 from harnessrl.gateway import Gateway, GatewayServer
+from harnessrl.production.plugin import gateway_plugins
 from harnessrl.store import Store
 from harnessrl.ui import mount_dashboard
 
@@ -107,7 +108,7 @@ class Stack:
             from harnessrl.engines import vllm_stack
 
             gw_config = gw_config.model_copy(update=vllm_stack.gateway_overrides(config, engine_server))
-        gateway_app = Gateway(store, gw_config, production=config.production)
+        gateway_app = Gateway(store, gw_config, plugins=gateway_plugins(gw_config, config.production))
         mount_dashboard(gateway_app)  # /ui over the run's store, behind the admin token
         gateway = GatewayServer(gateway_app).start()
         if trainer is not None and config.policies:

@@ -14,7 +14,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -29,29 +29,35 @@ from harnessrl.gateway.engine_hop import EngineHop
 from harnessrl.gateway.errors import BadRequest, GatewayError, RolloutClosedError
 from harnessrl.gateway.http import api_key, read_json
 from harnessrl.gateway.pause_gate import PauseGate
+from harnessrl.gateway.plugins import GatewayPlugin, PluginFactory
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.redact import Redactor
 from harnessrl.gateway.redact_tokens import token_redactor
 from harnessrl.gateway.render_seam import load_renderer
 from harnessrl.gateway.rollout_registry import RolloutRegistry
-from harnessrl.production.config import ProductionConfig
 from harnessrl.rewards.posted import SCORING_NAMES
 from harnessrl.store.base import RolloutClosed, Store
 from harnessrl.types import ApiKind
 
 if TYPE_CHECKING:
+    from harnessrl.gateway.apis.base import Translation
+    from harnessrl.gateway.config import GatewayLimits
     from harnessrl.gateway.render.base import ChatRenderer
-    from harnessrl.production.routes import ProductionApi
+    from harnessrl.gateway.rollout_registry import RolloutState
 
 log = logging.getLogger(__name__)
 
 
 class Gateway:
-    """The recording gateway over one store and a pool of engines."""
+    """The recording gateway over one store and a pool of engines.
+
+    ``plugins``: features served beside the rollout routes (production mode: ``production.plugin``), each
+    built on a ``PluginHost`` of this gateway (``plugins.py``).
+    """
 
     def __init__(self, store: Store, config: GatewayConfig | None = None,
-                 renderer: ChatRenderer | None = None, production: ProductionConfig | None = None) -> None:
+                 renderer: ChatRenderer | None = None, plugins: Sequence[PluginFactory] = ()) -> None:
         self.config = config = config or GatewayConfig()
         self.store = store
         self.admin_token = config.admin_token or os.environ.get("HARNESSRL_ADMIN_TOKEN") or ""
@@ -80,12 +86,13 @@ class Gateway:
         self._background: list[tuple[Callable[[], Awaitable[Any]], float, bool]] = []
         self._tasks: list[asyncio.Task] = []
         self._serving = False
-        #: Production mode (``[gateway] mode = "production"``): deployed applications under /p/.
-        self.production: ProductionApi | None = None
-        if config.mode == "production":
-            from harnessrl.production.routes import ProductionApi
-
-            self.production = ProductionApi(self, production or ProductionConfig())
+        self.admin = AdminApi(self)
+        host = _Host(self)
+        #: The plug-ins (production mode's deployed applications under /p/, ...), in the order given.
+        self.plugins: list[GatewayPlugin] = [make(host) for make in plugins]
+        for plugin in self.plugins:
+            for p in plugin.periodic():
+                self.add_background(p.task, p.interval_s, final=p.final)
         self.app = self._build_app()
 
     def public_url(self, request: Request) -> str:
@@ -95,8 +102,8 @@ class Gateway:
 
     # -- lifecycle --------------------------------------------------------------------------------------
     def add_background(self, task: Callable[[], Awaitable[Any]], interval_s: float, *, final: bool = False) -> None:
-        """Run ``task()`` every ``interval_s`` while serving (production: batched session writes, feedback
-        windows); ``final``: once more at shutdown. A failing pass is logged, the next one runs."""
+        """Run ``task()`` every ``interval_s`` while serving (a plug-in's ``periodic`` tasks); ``final``: once
+        more at shutdown. A failing pass is logged, the next one runs."""
         self._background.append((task, interval_s, final))
         if self._serving:
             self._tasks.append(asyncio.get_running_loop().create_task(self._every(task, interval_s)))
@@ -132,7 +139,7 @@ class Gateway:
             await asyncio.to_thread(self.recorder.stop)
 
     def _build_app(self) -> Starlette:
-        admin = AdminApi(self)
+        admin = self.admin
         r = admin.route
         routes = [
             Route("/r/{rollout}/v1/chat/completions", self._chat, methods=["POST"]),
@@ -155,10 +162,8 @@ class Gateway:
             Route("/admin/policy_version", r(admin.policy_version), methods=["POST"]),
             Route("/admin/status", r(admin.status), methods=["GET"]),
         ]
-        if self.production is not None:
-            from harnessrl.production.admin import ProductionAdmin
-
-            routes += self.production.routes() + ProductionAdmin(self.production, admin).routes()
+        for plugin in self.plugins:
+            routes += plugin.routes()
         return Starlette(routes=routes, lifespan=self.lifespan)
 
     def mount(self, path: str, app: Any) -> None:
@@ -250,8 +255,8 @@ class Gateway:
             f"harnessrl_paused {int(gate.paused)}",
             f"harnessrl_policy_version {gate.policy_version}",
         ]
-        if self.production is not None:
-            lines += self.production.metrics_lines()
+        for plugin in self.plugins:
+            lines += plugin.metrics_lines()
         if self.router is not None:
             lines += [f'harnessrl_policy_version{{policy="{name}"}} {v}' for name, v in self.router.versions.items()]
         for e in self.pool.engines:
@@ -260,6 +265,41 @@ class Gateway:
                       f"harnessrl_engine_outstanding{label} {e.outstanding}",
                       f"harnessrl_engine_served_total{label} {e.served}"]
         return Response("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+
+class _Host:
+    """The ``PluginHost`` of a gateway: what a plug-in may use of it, and nothing more."""
+
+    def __init__(self, gw: Gateway) -> None:
+        self._gw = gw
+        self.store: Store = gw.store
+        self.limits: GatewayLimits = gw.config.limits
+        self.engines: list[str] = gw.config.engines
+        self.registry: RolloutRegistry = gw.registry
+
+    def policy_version(self) -> int:
+        return self._gw.gate.policy_version
+
+    def forget_affinity(self, rollout_id: str) -> None:
+        self._gw.pool.forget(rollout_id)
+
+    async def serve(self, request: Request, api: ApiKind, state: RolloutState, body: Any, t0: float) -> Any:
+        return await self._gw.calls.serve(request, api, state, body, t0)
+
+    def translate(self, state: RolloutState, api: ApiKind, body: Any, request: Request) -> Translation:
+        return self._gw.calls.translate(state, api, body, request)
+
+    async def count_tokens(self, state: RolloutState, chat_body: dict) -> int:
+        return await self._gw.calls.count_tokens(state, chat_body)
+
+    def models_response(self) -> Response:
+        return self._gw.models_response()
+
+    def public_url(self, request: Request) -> str:
+        return self._gw.public_url(request)
+
+    def admin_route(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        return self._gw.admin.route(handler)  # type: ignore[no-any-return]
 
 
 def _router(config: GatewayConfig) -> Any:

@@ -7,6 +7,7 @@ its hash. Revoking takes effect at once on this gateway (``AppKeyAuth.forget``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from harnessrl.gateway.admin import AdminApi, json_response
+from harnessrl.gateway.admin import json_response
 from harnessrl.gateway.errors import BadRequest
 from harnessrl.gateway.http import read_json
 from harnessrl.gateway.rollout_registry import hash_key
@@ -24,14 +25,16 @@ if TYPE_CHECKING:
     from harnessrl.production.routes import ProductionApi
 
 MAX_LABEL = 200
+#: Puts an admin handler behind the admin token check (``PluginHost.admin_route``).
+AdminRoute = Callable[[Callable[[Request], Awaitable[Response]]], Callable[[Request], Awaitable[Response]]]
 
 
 class ProductionAdmin:
-    def __init__(self, api: ProductionApi, admin: AdminApi) -> None:
-        self.api, self.admin = api, admin
+    def __init__(self, api: ProductionApi, route: AdminRoute) -> None:
+        self.api, self.route = api, route
 
     def routes(self) -> list[Route]:
-        r = self.admin.route
+        r = self.route
         return [
             Route("/admin/deployments", r(self.create_deployment), methods=["POST"]),
             Route("/admin/deployments", r(self.list_deployments), methods=["GET"]),
@@ -49,7 +52,7 @@ class ProductionAdmin:
             return []
         from harnessrl.production.canary_admin import CanaryAdmin
 
-        return CanaryAdmin(self.api, canary).routes(self.admin)
+        return CanaryAdmin(self.api, canary).routes(self.route)
 
     async def create_deployment(self, request: Request) -> Response:
         body = await _body(request)

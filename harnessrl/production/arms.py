@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harnessrl.production.canary import CANARY, STABLE, Canary, VersionLoader
+from harnessrl.production.canary import CANARY, STABLE, Canary
+from harnessrl.production.canary_weights import VersionLoader
 from harnessrl.production.config import CanaryConfig
 
 if TYPE_CHECKING:

@@ -1,35 +1,33 @@
 """Safe rollout of a new version: a canary candidate serves a fraction of new sessions until the outcomes
 of both arms decide whether it is promoted (it becomes the stable version) or rolled back (dropped).
 
-- **Serving side by side.** A candidate is a LoRA adapter on the engine's base, loaded under its own model
-  name ``<deployment>-v<version>`` beside what serves the stable arm: on the embedded engine a named
-  adapter (mixed-adapter batches, docs/policies.md), on vLLM a hot-loaded LoRA (``/v1/load_lora_adapter``).
-  Its weights come from an adapter folder (a checkpoint) or from the trainer in this process.
-- **Arms.** A new session joins the canary arm when a digest of (deployment, candidate version, session
-  id) falls under ``fraction``: stable for a session, independent of which sessions are recorded, and a
-  different subset for each candidate. A session keeps its arm (``arms.py``).
-- **The rule** (``decide``): once both arms have ``min_sessions`` sessions with a decided outcome since the
-  start, promote when candidate mean >= stable mean - ``max_regression``, else roll back; hold before.
-  With ``confidence`` set, the difference of the means must clear that margin at that one-sided confidence
-  (normal approximation, each arm's own variance) either way before it decides, and it holds otherwise,
-  up to ``max_sessions`` per arm, where the plain comparison decides: noisy signals (thumbs) need it.
+This module orchestrates; its parts are the statistics (``canary_stats.py``: which sessions join the
+candidate's arm, the rule that decides) and the loading of versions into the engines
+(``canary_weights.py``: ``Weights``, the embedded engine's named adapters, vLLM's hot-loaded LoRAs).
+
+- **Arms.** A session keeps its arm (``arms.py``).
 - **Durable.** Every decision is a row of ``canary_decisions`` with its evidence, and the state is read back
   from the store after a restart (the adapters are loaded again from their folders).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
-import statistics
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from harnessrl.production.canary_stats import decide, in_canary
+from harnessrl.production.canary_weights import (
+    CanaryError,
+    VersionLoader,
+    Weights,
+    adapter_folder,
+    adapter_name,
+)
 from harnessrl.production.config import CanaryConfig
 from harnessrl.store.canary import ArmStats, CanaryConflict, CanaryDecision, CanaryState
 
@@ -40,165 +38,8 @@ log = logging.getLogger(__name__)
 
 STABLE = "stable"
 CANARY = "canary"
-#: Means closer than this are equal (a tie at exactly ``max_regression`` promotes).
-_TIE = 1e-9
 
 
-class CanaryError(ValueError):
-    """A canary request that cannot be honoured (the message says why and what to do)."""
-
-
-# -- the rule ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    action: str  # hold | promote | rollback
-    reason: str
-
-
-def decide(stable: ArmStats | None, candidate: ArmStats | None, config: CanaryConfig) -> Verdict:
-    """Promote, roll back or hold, from the decided sessions of each arm since the canary started."""
-    need = config.min_sessions
-    s_n = stable.decided if stable else 0
-    c_n = candidate.decided if candidate else 0
-    if s_n < need or c_n < need:
-        return Verdict("hold", f"waiting for {need} decided sessions per arm: stable {s_n}, candidate {c_n}")
-    assert stable is not None and candidate is not None and stable.mean is not None and candidate.mean is not None
-    floor = stable.mean - config.max_regression
-    detail = (f"candidate mean {candidate.mean:.4f} ({c_n} sessions) vs stable {stable.mean:.4f} ({s_n}); "
-              f"max regression {config.max_regression:g}")
-    if config.confidence is not None:
-        verdict = _with_confidence(stable, candidate, config, detail)
-        if verdict is not None:
-            return verdict
-    if candidate.mean >= floor - _TIE:
-        return Verdict("promote", f"{detail}: within it")
-    return Verdict("rollback", f"{detail}: trails by {stable.mean - candidate.mean:.4f}")
-
-
-def _with_confidence(stable: ArmStats, candidate: ArmStats, config: CanaryConfig, detail: str) -> Verdict | None:
-    """The interval rule: promote when the one-sided lower bound of (candidate - stable) is at least
-    ``-max_regression``, roll back when the upper bound is below it, hold in between; None (the plain
-    comparison decides) once both arms reached ``max_sessions``."""
-    assert config.confidence is not None and stable.mean is not None and candidate.mean is not None
-    cap = config.decide_by_mean_at
-    if stable.decided >= cap and candidate.decided >= cap:
-        return None
-    s_var, c_var = stable.variance, candidate.variance
-    if s_var is None or c_var is None:  # evidence without the second moment: nothing to bound
-        return Verdict("hold", f"{detail}: no outcome variance recorded for an arm yet")
-    z = statistics.NormalDist().inv_cdf(config.confidence)
-    diff = candidate.mean - stable.mean
-    se = math.sqrt(s_var / stable.decided + c_var / candidate.decided)
-    low, high = diff - z * se, diff + z * se
-    bounds = f"difference {diff:+.4f}, {config.confidence:g}-confidence bounds [{low:+.4f}, {high:+.4f}]"
-    if low >= -config.max_regression - _TIE:
-        return Verdict("promote", f"{detail}: {bounds}, within it")
-    if high < -config.max_regression - _TIE:
-        return Verdict("rollback", f"{detail}: {bounds}, trails by more")
-    return Verdict("hold", f"{detail}: {bounds}, not decided yet (the means decide at {cap} sessions per arm)")
-
-
-def in_canary(deployment: str, candidate_version: int, session_id: str, fraction: float) -> bool:
-    """Whether a new session joins the candidate's arm: a digest of the session id, salted with the
-    deployment and candidate version, read as a number in [0, 1)."""
-    digest = hashlib.blake2b(f"canary:{deployment}:{candidate_version}:{session_id}".encode(), digest_size=8)
-    return int.from_bytes(digest.digest(), "big") / 2**64 < fraction
-
-
-def adapter_name(deployment: str, version: int) -> str:
-    """The model name a version of a deployment is served under."""
-    return f"{deployment}-v{version}"
-
-
-# -- loading versions into the engines --------------------------------------------------------------------
-@dataclass(frozen=True)
-class Weights:
-    """A candidate's LoRA weights: an adapter folder (``path``; needed to serve it again after a restart),
-    and/or an adapter state dict with its peft config from the trainer in this process."""
-
-    path: str | None = None
-    lora: Mapping[str, Any] | None = None
-    lora_config: Any = None
-
-    @classmethod
-    def from_model(cls, model: Any, folder: str | Path | None = None, version: int | None = None) -> Weights:
-        """The trainer's current adapter (``weights.publish.trainable_update``), written to ``folder`` too
-        when given (``FolderPublisher`` layout ``<folder>/v<version>``) so a restarted gateway can load it."""
-        from harnessrl.weights.publish import FolderPublisher, trainable_update
-
-        update = trainable_update(model)
-        if "lora" not in update:
-            raise CanaryError("a canary candidate is a LoRA adapter; this model is fully fine-tuned")
-        path = None
-        if folder is not None:
-            if version is None:
-                raise CanaryError("writing a candidate to a folder needs its version")
-            path = str(Path(FolderPublisher(folder).publish(model, version)).resolve())
-        return cls(path, update["lora"], update["lora_config"])
-
-
-class VersionLoader(Protocol):
-    """Makes a version servable under a model name beside the others, and drops it again."""
-
-    def load(self, name: str, version: int, weights: Weights) -> None: ...
-
-    def drop(self, name: str) -> None: ...
-
-
-class EmbeddedVersions:
-    """The embedded engine in this process: each version is a named adapter (``register_adapters``)."""
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-
-    def load(self, name: str, version: int, weights: Weights) -> None:
-        lora = weights.lora if weights.lora is not None else weights.path
-        if lora is None:
-            raise CanaryError(f"version {version} has no weights to load: give an adapter folder or the "
-                              "trainer's adapter")
-        self.engine.update_weights(lora=lora, lora_config=weights.lora_config, version=version, adapter=name)
-
-    def drop(self, name: str) -> None:
-        self.engine.drop_adapter(name)
-
-
-class LoraEngines:
-    """Engines over HTTP: vLLM servers (``--enable-lora``, ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``) or the
-    embedded engine's server, which answers the same routes. Each version is a hot-loaded LoRA under its
-    name, from a folder the engines can read (``version`` travels too: the embedded engine stamps it)."""
-
-    def __init__(self, urls: list[str], timeout_s: float = 300.0) -> None:
-        self.urls = [u.rstrip("/") for u in urls]
-        self.timeout_s = timeout_s
-
-    def load(self, name: str, version: int, weights: Weights) -> None:
-        import httpx
-
-        if weights.path is None:
-            raise CanaryError(f"vLLM loads a candidate from a folder: version {version} has none (publish it "
-                              "with a checkpoint path)")
-        with httpx.Client(timeout=self.timeout_s) as client:
-            for url in self.urls:
-                body = {"lora_name": name, "lora_path": weights.path, "version": version}
-                r = client.post(f"{url}/load_lora_adapter", json=body)
-                if r.status_code == 400 and "already" in r.text.lower():  # loaded before a restart
-                    continue
-                if r.status_code != 200:
-                    raise CanaryError(f"{url}/load_lora_adapter refused {name} ({weights.path}): HTTP "
-                                      f"{r.status_code} {r.text[:300]} (is vLLM started with --enable-lora and "
-                                      "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True?)")
-
-    def drop(self, name: str) -> None:
-        import httpx
-
-        with httpx.Client(timeout=self.timeout_s) as client:
-            for url in self.urls:
-                r = client.post(f"{url}/unload_lora_adapter", json={"lora_name": name})
-                if r.status_code != 200:
-                    log.warning("%s/unload_lora_adapter %s: HTTP %d %s", url, name, r.status_code, r.text[:200])
-
-
-# -- the canary -------------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Arm:
     """What serves one arm of a deployment now: its version, engine model (None: the gateway's default)
@@ -350,7 +191,7 @@ class Canary:
         run_id = self._run_id(deployment)
         for v in self.store.list_policy_versions(run_id):
             if v.version == version and v.checkpoint_path:
-                return Weights(_adapter_folder(v.checkpoint_path))
+                return Weights(adapter_folder(v.checkpoint_path))
         raise CanaryError(f"version {version} of deployment {deployment!r} has no checkpoint in the store "
                           "(policy_versions of its run): publish it first, or give its adapter folder")
 
@@ -511,18 +352,6 @@ def _arm(evidence: dict[str, Any], arm: str) -> ArmStats | None:
         if a["arm"] == arm:
             return ArmStats(a["arm"], a["version"], a["sessions"], a["decided"], a["mean"], a.get("mean_sq"))
     return None
-
-
-def _adapter_folder(path: str) -> str:
-    """A checkpoint path as the folder holding ``adapter_config.json`` (a step folder may nest it)."""
-    p = Path(path)
-    if (p / "adapter_config.json").exists():
-        return str(p.resolve())
-    found = sorted(p.glob("**/adapter_config.json")) if p.is_dir() else []
-    if not found:
-        raise CanaryError(f"{path} holds no LoRA adapter (adapter_config.json): a canary candidate is a LoRA "
-                          "adapter folder")
-    return str(found[0].parent.resolve())
 
 
 def decision_json(d: CanaryDecision) -> dict[str, Any]:

@@ -19,12 +19,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from harnessrl.gateway.admin import AdminApi, json_response
+from harnessrl.gateway.admin import json_response
 from harnessrl.gateway.errors import BadRequest, GatewayError
 from harnessrl.gateway.http import read_json
-from harnessrl.production.canary import Canary, CanaryError, Weights, decision_json
+from harnessrl.production.canary import Canary, decision_json
+from harnessrl.production.canary_weights import CanaryError, Weights
 
 if TYPE_CHECKING:
+    from harnessrl.production.admin import AdminRoute
     from harnessrl.production.routes import ProductionApi
 
 
@@ -32,8 +34,8 @@ class CanaryAdmin:
     def __init__(self, api: ProductionApi, canary: Canary) -> None:
         self.api, self.canary = api, canary
 
-    def routes(self, admin: AdminApi) -> list[Route]:
-        r = admin.route
+    def routes(self, route: AdminRoute) -> list[Route]:
+        r = route
         return [
             Route("/admin/deployments/{deployment}/canary", r(self.get), methods=["GET"]),
             Route("/admin/deployments/{deployment}/canary", r(self.start), methods=["POST"]),

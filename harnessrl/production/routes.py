@@ -1,7 +1,9 @@
 """The production routes: ``/p/{deployment}/v1/...`` and ``/p/{deployment}/s/{session}/v1/...``.
 
-Each call is authorized by its app key (``keys.py``), finds its session (``sessions.py``) and is then
-served by the gateway's ordinary call lifecycle (``gateway/call.py``) on the session's rollout state:
+Production mode is a plug-in of the gateway (``gateway/plugins.py``): ``ProductionApi`` is built on the
+gateway's ``PluginHost`` and adds these routes, the admin routes (``admin.py``), its periodic tasks and its
+metrics. Each call is authorized by its app key (``keys.py``), finds its session (``sessions.py``) and is
+then served by the gateway's ordinary call lifecycle (``PluginHost.serve``) on the session's rollout state:
 the same limits, pause gate, engines, streaming, redaction and recording as a training rollout's call --
 except that a session not sampled for recording stores nothing. Every answer carries the session id
 (``X-Session-Id``), which the application sends back with its feedback (``POST /p/{d}/feedback``).
@@ -15,13 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from harnessrl.gateway.admin import json_response
 from harnessrl.gateway.call import error_response
 from harnessrl.gateway.errors import GatewayError, NotFoundError
 from harnessrl.gateway.http import api_key, read_json
+from harnessrl.gateway.plugins import Periodic
 from harnessrl.gateway.rollout_registry import RolloutState
+from harnessrl.production.admin import ProductionAdmin
 from harnessrl.production.arms import ArmPlan
 from harnessrl.production.config import ProductionConfig
 from harnessrl.production.deployments import Deployments
@@ -39,7 +43,7 @@ from harnessrl.store.deployments import AppKey, Deployment
 from harnessrl.types import ApiKind
 
 if TYPE_CHECKING:
-    from harnessrl.gateway.app import Gateway
+    from harnessrl.gateway.plugins import PluginHost
 
 log = logging.getLogger(__name__)
 
@@ -50,22 +54,24 @@ _APIS = {"chat/completions": ApiKind.CHAT, "completions": ApiKind.COMPLETIONS, "
 
 
 class ProductionApi:
-    """Production mode of one gateway: its deployments, app keys, sessions and routes."""
+    """Production mode of one gateway (a ``GatewayPlugin``): its deployments, app keys, sessions and routes."""
 
-    def __init__(self, gateway: Gateway, config: ProductionConfig) -> None:
-        self.gw, self.config = gateway, config
-        self.store = gateway.store
+    def __init__(self, host: PluginHost, config: ProductionConfig) -> None:
+        self.host, self.config = host, config
+        self.store = host.store
         self.deployments = Deployments(self.store, config)
         self.deployments.ensure_configured()
         self.keys = AppKeyAuth(self.store)
-        self.arms = ArmPlan(self.store, lambda: gateway.gate.policy_version, config.canary,
-                            loader=_version_loader(gateway))
-        self.sessions = SessionTable(self.store, gateway.registry, self.arms, config, forget=gateway.pool.forget)
+        self.arms = ArmPlan(self.store, host.policy_version, config.canary, loader=_version_loader(host))
+        self.sessions = SessionTable(self.store, host.registry, self.arms, config, forget=host.forget_affinity)
         self._header = config.session_header.lower().encode("latin-1")
-        gateway.add_background(self.sessions.flush, FLUSH_INTERVAL_S, final=True)
         self.windows = WindowCloser(self.store, config.feedback, busy=self.sessions.busy)
-        gateway.add_background(self.close_windows, config.feedback.close_interval_s)
-        gateway.add_background(self.arms.evaluate, config.canary.evaluate_interval_s)
+
+    def periodic(self) -> list[Periodic]:
+        """Batched session writes (once more at shutdown), feedback windows, canary evaluations."""
+        return [Periodic(self.sessions.flush, FLUSH_INTERVAL_S, final=True),
+                Periodic(self.close_windows, self.config.feedback.close_interval_s),
+                Periodic(self.arms.evaluate, self.config.canary.evaluate_interval_s)]
 
     async def close_windows(self) -> Any:
         """Decide the sessions whose feedback window closed, after writing the calls just answered (a
@@ -73,15 +79,16 @@ class ProductionApi:
         await self.sessions.flush()
         return await self.windows()
 
-    def routes(self) -> list[Route]:
-        routes = []
+    def routes(self) -> list[BaseRoute]:
+        """The application routes under ``/p/``, then the admin routes (``admin.py``)."""
+        routes: list[BaseRoute] = []
         for prefix in ("/p/{deployment}/v1", "/p/{deployment}/s/{session}/v1"):
             for path, api in _APIS.items():
                 routes.append(Route(f"{prefix}/{path}", self._call_endpoint(api), methods=["POST"]))
             routes.append(Route(f"{prefix}/messages/count_tokens", self._count_tokens, methods=["POST"]))
             routes.append(Route(f"{prefix}/models", self._models, methods=["GET"]))
         routes.append(Route("/p/{deployment}/feedback", self._feedback, methods=["POST"]))
-        return routes
+        return routes + ProductionAdmin(self, self.host.admin_route).routes()
 
     # -- the calls ------------------------------------------------------------------------------------
     def _call_endpoint(self, api: ApiKind) -> Any:
@@ -95,7 +102,7 @@ class ProductionApi:
         t0 = time.perf_counter()
         try:
             key, (dep, cfg) = await self._authorize(request)
-            body = await read_json(request, self.gw.config.limits.max_body_bytes)
+            body = await read_json(request, self.host.limits.max_body_bytes)
             sid, derived = self._session_id(request, api, body, key)
             live = await self.sessions.get(dep.name, sid, key.id, derived=derived,
                                            record_fraction=self.deployments.record_fraction(dep.name, cfg))
@@ -103,7 +110,7 @@ class ProductionApi:
             return error_response(exc, api)
         live.serving += 1  # until the answer is sent: the session's window stays open meanwhile
         try:
-            answer = await self.gw.calls.serve(request, api, live.state, body, t0)
+            answer = await self.host.serve(request, api, live.state, body, t0)
         except BaseException:
             live.serving -= 1
             raise
@@ -136,19 +143,19 @@ class ProductionApi:
         api = ApiKind.ANTHROPIC_MESSAGES
         try:
             await self._authorize(request)
-            body = await read_json(request, self.gw.config.limits.max_body_bytes)
+            body = await read_json(request, self.host.limits.max_body_bytes)
             state = RolloutState(id="count-tokens", key_hash=NO_ROLLOUT_KEY, record=False)
-            t = self.gw.calls.translate(state, api, body, request)
+            t = self.host.translate(state, api, body, request)
         except GatewayError as exc:
             return error_response(exc, api)
-        return json_response({"input_tokens": await self.gw.calls.count_tokens(state, t.chat)})
+        return json_response({"input_tokens": await self.host.count_tokens(state, t.chat)})
 
     async def _models(self, request: Request) -> Response:
         try:
             await self._authorize(request)
         except GatewayError as exc:
             return exc.response()
-        return self.gw.models_response()
+        return self.host.models_response()
 
     async def _feedback(self, request: Request) -> Response:
         try:
@@ -160,7 +167,7 @@ class ProductionApi:
 
     # -- what the admin API and metrics read ----------------------------------------------------------
     def deployment_json(self, dep: Deployment, request: Request) -> dict[str, Any]:
-        base = f"{self.gw.public_url(request)}/p/{dep.name}"
+        base = f"{self.host.public_url(request)}/p/{dep.name}"
         return {"name": dep.name, "run_id": dep.run_id, "config": dep.config, "created_at": dep.created_at,
                 "base_url": f"{base}/v1", "anthropic_base_url": base}
 
@@ -199,9 +206,9 @@ class _SessionAnswer:
             self.live.serving -= 1
 
 
-def _version_loader(gateway: Gateway) -> Any:
+def _version_loader(host: PluginHost) -> Any:
     """How canary candidates reach the engines: hot-loaded LoRA adapters over HTTP (vLLM, or the embedded
     engine's server). An in-process embedded engine may set ``arms.canary.loader = EmbeddedVersions(engine)``."""
-    from harnessrl.production.canary import LoraEngines
+    from harnessrl.production.canary_weights import LoraEngines
 
-    return LoraEngines(gateway.config.engines)
+    return LoraEngines(host.engines)

@@ -17,6 +17,7 @@ from fakes.fake_engine import EngineServer, FakeEngine  # noqa: E402
 
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer  # noqa: E402
 from harnessrl.production.config import ProductionConfig  # noqa: E402
+from harnessrl.production.plugin import production_plugin  # noqa: E402
 from harnessrl.store import Store, open_store  # noqa: E402
 
 ADMIN = "admin-secret"
@@ -89,7 +90,7 @@ def make_production(store: Store, engine_server: EngineServer) -> Iterator:
     def make(production: ProductionConfig | None = None, **config: object) -> Production:
         cfg = GatewayConfig(port=0, engines=[engine_server.url], admin_token=ADMIN, health_interval_s=0.2,
                             mode="production", **config)
-        server = GatewayServer(Gateway(store, cfg, production=production or ProductionConfig())).start()
+        server = GatewayServer(Gateway(store, cfg, plugins=[production_plugin(production)])).start()
         handle = Production(server, store)
         started.append((server, handle))
         return handle

@@ -13,7 +13,7 @@ from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import EmbeddedEngine
 from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams
 from harnessrl.models import tiny_model
-from harnessrl.production.canary import EmbeddedVersions, Weights
+from harnessrl.production.canary_weights import EmbeddedVersions, Weights
 
 PROMPT = [5, 9, 14, 3, 22, 7]
 
@@ -70,7 +70,7 @@ def test_over_http_the_embedded_server_loads_and_unloads_like_vllm(engine: Embed
     import httpx
 
     from harnessrl.engines.embedded import start_server
-    from harnessrl.production.canary import LoraEngines
+    from harnessrl.production.canary_weights import LoraEngines
 
     v1 = trained_adapter(1)
     v1.save_pretrained(tmp_path / "v1")

@@ -18,8 +18,9 @@ from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import EmbeddedEngine, start_server
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer
 from harnessrl.models import tiny_model
-from harnessrl.production.canary import in_canary
+from harnessrl.production.canary_stats import in_canary
 from harnessrl.production.config import CanaryConfig, FeedbackConfig, ProductionConfig
+from harnessrl.production.plugin import production_plugin
 from harnessrl.production.windows import close_due_windows
 from harnessrl.store import Store
 
@@ -42,8 +43,8 @@ class Prod:
     def __init__(self, store: Store, engine_url: str) -> None:
         cfg = GatewayConfig(port=0, engines=[engine_url], admin_token=ADMIN, health_interval_s=0.2,
                             mode="production")
-        self.server = GatewayServer(Gateway(store, cfg, production=ProductionConfig(
-            canary=RULE, feedback=FEEDBACK))).start()
+        self.server = GatewayServer(Gateway(store, cfg, plugins=[production_plugin(ProductionConfig(
+            canary=RULE, feedback=FEEDBACK))])).start()
         self.admin = httpx.Client(base_url=self.server.url, timeout=120, headers={"Authorization": f"Bearer {ADMIN}"})
 
     def close(self) -> None:

@@ -14,8 +14,9 @@ import torch
 from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import EmbeddedEngine, start_server
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer
-from harnessrl.production.canary import in_canary
+from harnessrl.production.canary_stats import in_canary
 from harnessrl.production.config import CanaryConfig, ProductionConfig
+from harnessrl.production.plugin import production_plugin
 from harnessrl.store import Store
 
 pytestmark = pytest.mark.slow
@@ -50,7 +51,7 @@ def test_two_smollm2_versions_side_by_side(store: Store, tmp_path: Path) -> None
     rule = CanaryConfig(fraction=0.5, min_sessions=50, evaluate_interval_s=3600)
     gw = GatewayServer(Gateway(store, GatewayConfig(port=0, engines=[engine.base_url], admin_token=ADMIN,
                                                     mode="production"),
-                               production=ProductionConfig(canary=rule))).start()
+                               plugins=[production_plugin(ProductionConfig(canary=rule))])).start()
     admin = httpx.Client(base_url=gw.url, timeout=300, headers={"Authorization": f"Bearer {ADMIN}"})
     try:
         admin.post("/admin/deployments", json={"name": "app"})

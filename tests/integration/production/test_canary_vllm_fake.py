@@ -16,8 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "vllm"))  # vllm_fa
 from vllm_fakes import start_fake_vllm  # noqa: E402
 
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer  # noqa: E402
-from harnessrl.production.canary import in_canary  # noqa: E402
+from harnessrl.production.canary_stats import in_canary  # noqa: E402
 from harnessrl.production.config import CanaryConfig, FeedbackConfig, ProductionConfig  # noqa: E402
+from harnessrl.production.plugin import production_plugin  # noqa: E402
 from harnessrl.production.windows import close_due_windows  # noqa: E402
 from harnessrl.store import Store  # noqa: E402
 
@@ -29,7 +30,7 @@ FEEDBACK = FeedbackConfig(window_s=60.0)
 def test_candidate_hot_loaded_routed_and_unloaded(store: Store, tmp_path: Path) -> None:
     server, vllm = start_fake_vllm()
     cfg = GatewayConfig(port=0, engines=[server.url], admin_token=ADMIN, health_interval_s=0.2, mode="production")
-    gw = GatewayServer(Gateway(store, cfg, production=ProductionConfig(canary=RULE, feedback=FEEDBACK))).start()
+    gw = GatewayServer(Gateway(store, cfg, plugins=[production_plugin(ProductionConfig(canary=RULE, feedback=FEEDBACK))])).start()
     admin = httpx.Client(base_url=gw.url, timeout=60, headers={"Authorization": f"Bearer {ADMIN}"})
     try:
         assert admin.post("/admin/deployments", json={"name": "app"}).status_code == 201

@@ -21,7 +21,8 @@ import pytest
 from unit.store.conftest import POSTGRES_ENV, _postgres_schema_url
 
 from harnessrl.config import HarnessConfig
-from harnessrl.production.canary import CANARY, STABLE, in_canary
+from harnessrl.production.canary import CANARY, STABLE
+from harnessrl.production.canary_stats import in_canary
 from harnessrl.production.train import train_production
 from harnessrl.store import open_store
 

@@ -8,15 +8,9 @@ from typing import Any
 
 import pytest
 
-from harnessrl.production.canary import (
-    CANARY,
-    STABLE,
-    Canary,
-    CanaryError,
-    Weights,
-    decide,
-    in_canary,
-)
+from harnessrl.production.canary import CANARY, STABLE, Canary
+from harnessrl.production.canary_stats import decide, in_canary
+from harnessrl.production.canary_weights import CanaryError, Weights
 from harnessrl.production.config import CanaryConfig
 from harnessrl.store import Store, open_store
 from harnessrl.store.canary import ArmStats

@@ -8,7 +8,8 @@ import re
 from starlette.testclient import TestClient
 from unit.production.test_canary import Loader, _sessions
 
-from harnessrl.production.canary import CANARY, STABLE, Canary, Weights
+from harnessrl.production.canary import CANARY, STABLE, Canary
+from harnessrl.production.canary_weights import Weights
 from harnessrl.production.config import CanaryConfig
 from harnessrl.store import Store
 from harnessrl.ui import dashboard_app

@@ -43,10 +43,10 @@ from harnessrl.production.advantages import RunningMean, min_served_version, ses
 from harnessrl.store.base import NotFound, Store
 from harnessrl.store.feedback import SessionWindow
 from harnessrl.training.advantages import weighted
-from harnessrl.training.checkpoint import STATE as CHECKPOINT_STATE
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.samples import build_samples
 from harnessrl.training.train_batch import TrainBatch
+from harnessrl.training.trainer_state import STATE as CHECKPOINT_STATE
 from harnessrl.types import Call, SampleFidelity
 from harnessrl.weights.checkpoints import latest_checkpoint, save_checkpoint_atomic
 from harnessrl.weights.versions import record_policy_version

@@ -24,7 +24,7 @@ import torch
 
 from harnessrl.memory import peak_rss_bytes, trainer_allocations
 from harnessrl.store.base import Store
-from harnessrl.training import checkpoint as ckpt
+from harnessrl.training import trainer_state as ckpt
 from harnessrl.training.attention import FLASH, VARLEN, register_varlen_attention
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs

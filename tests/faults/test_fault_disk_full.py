@@ -19,7 +19,7 @@ from faultkit import fill
 from safetensors import SafetensorError
 
 from harnessrl.store import open_store
-from harnessrl.training import checkpoint as ckpt
+from harnessrl.training import trainer_state as ckpt
 from harnessrl.types import CallStatus
 from harnessrl.weights.checkpoints import latest_checkpoint, save_checkpoint_atomic
 

@@ -16,10 +16,10 @@ from harnessrl.models import load_model
 from harnessrl.run import run_train
 from harnessrl.sft.distill import LocalTeacher
 from harnessrl.store import open_store
-from harnessrl.training.checkpoint import load_checkpoint
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.samples import build_samples
 from harnessrl.training.trainer import Trainer
+from harnessrl.training.trainer_state import load_checkpoint
 from harnessrl.types import Sample, SampleFidelity
 from harnessrl.weights.checkpoints import checkpoint_dir
 

@@ -9,10 +9,10 @@ import random
 import pytest
 import torch
 
-from harnessrl.training.checkpoint import CheckpointError
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.train_batch import TrainBatch
 from harnessrl.training.trainer import Trainer
+from harnessrl.training.trainer_state import CheckpointError
 from harnessrl.weights.publish import FolderPublisher, InProcessPublisher
 
 from ._helpers import VOCAB, make_sample, tiny_llama, with_own_behaviour

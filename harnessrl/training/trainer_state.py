@@ -1,4 +1,6 @@
-"""Checkpoints that make a killed run continue exactly where it stopped.
+"""What one checkpoint folder holds and how the trainer writes and reads it back, so a killed run continues
+exactly where it stopped. (Where those folders live, one per trained step, and which is the latest:
+``harnessrl/weights/checkpoints.py``.)
 
 A checkpoint holds the *trainable* parameters (the adapter for LoRA, everything for full fine-tuning; the
 frozen base is reloaded from its own folder), the optimizer state, the step and policy version, and every

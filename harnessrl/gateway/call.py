@@ -145,11 +145,15 @@ class CallHandler:
         prev = body.get("previous_response_id") if isinstance(body, dict) else None
         if not isinstance(prev, str) or prev in state.responses or not state.record:
             return
+        budget = self.s.config.limits.max_recall_bytes  # each read-back reads every call: bounded per rollout
+        if state.recalled_bytes >= budget:
+            raise responses.recall_refused(prev, state.recalled_bytes, budget)
         try:
             calls = await asyncio.to_thread(self.s.registry.read_calls, state.id)
         except Exception as exc:  # noqa: BLE001 - the store failed: the harness may retry
             raise StoreUnavailable(f"previous_response_id {prev!r} is read back from the store, which failed "
                                    f"({type(exc).__name__}: {exc}); retry the call") from None
+        state.recalled_bytes += responses.recorded_bytes(calls)
         conversation = responses.rebuild_conversation(calls, prev)
         if conversation is not None:
             responses.keep_conversation(state.responses, prev, conversation)

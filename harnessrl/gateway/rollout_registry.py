@@ -53,6 +53,7 @@ class RolloutState:
     #: Responses API answers by id -> the chat conversation they end, as JSON (for ``previous_response_id``;
     #: the last few, ``apis.responses.keep_conversation``).
     responses: dict[str, bytes] = field(default_factory=dict)
+    recalled_bytes: int = 0  # recorded calls read back for old previous_response_ids (limits.max_recall_bytes)
     #: Production sessions (``harnessrl/production``): False when the session is not sampled for
     #: recording -- served like any call, nothing stored. ``engine_model``/``version``: what serves the
     #: session when its arm names its own model (a canary); None: the gateway's model and version.

@@ -113,7 +113,7 @@ def start_gateway_proc(workdir: Path, db_url: str, engines: list[str], config_to
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     gw = GatewayProc(proc, f"http://127.0.0.1:{port}", log)
     try:
-        wait_http(f"{gw.url}/v1/models", proc, "gateway")
+        wait_http(f"{gw.url}/v1/models", proc, "gateway", timeout_s=120)  # a loaded machine imports slowly
     except RuntimeError as exc:
         raise RuntimeError(f"{exc}; its log: {log.read_text()[-2000:]}") from None
     return gw

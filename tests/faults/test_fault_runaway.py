@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import aiohttp
+import httpx
 import orjson
 import psutil
 import pytest
@@ -121,3 +122,62 @@ def test_a_runaway_harness_is_stopped_by_budgets_without_hurting_others(tmp_path
         assert len(served) == SILENT_STREAMS  # every unread stream was still recorded (answer or cut off)
     finally:
         store.close()
+
+
+def responses_call(r: dict, text: str, previous: str | None = None) -> httpx.Response:
+    body = {"model": "m", "input": text, "previous_response_id": previous}
+    return httpx.post(f"{r['base_url']}/responses", json=body, timeout=30,
+                      headers={"Authorization": f"Bearer {r['api_key']}"})
+
+
+def test_old_previous_response_ids_are_read_back_within_a_budget(tmp_path, engine_procs, gateway_procs):
+    """Naming a response no longer kept in memory reads the rollout's recorded calls back: a harness that
+    names old ones in a loop is refused once its read-backs used ``max_recall_bytes``."""
+    engine = engine_procs()
+    gw = gateway_procs(f"sqlite:///{tmp_path / 'gw.db'}", [engine.url],
+                       "[gateway.limits]\nmax_recall_bytes = 40000\n")
+    r = gw.rollout("recall")
+    ids = []
+    for i in range(8):  # a chain: each call continues the last (kept in memory)
+        resp = responses_call(r, f"turn {i} " + "x" * 500, ids[-1] if ids else None)
+        assert resp.status_code == 200, resp.text
+        ids.append(resp.json()["id"])
+    statuses = []
+    for _ in range(20):  # the oldest, over and over: each time read back from the store
+        resp = responses_call(r, "again", ids[0])
+        statuses.append(resp.status_code)
+        if resp.status_code != 200:
+            err = resp.json()["error"]
+            assert resp.status_code == 400 and err["code"] == "recall_budget", resp.text
+            assert "max_recall_bytes" in err["message"] and err["type"] == "invalid_request_error"
+    assert statuses[0] == 200 and statuses[-1] == 400, statuses  # served, then bounded
+    assert statuses == sorted(statuses), statuses  # refused from then on
+    other = gw.rollout("other")  # the budget is the rollout's: another is served
+    assert responses_call(other, "hello").status_code == 200
+
+
+def test_an_open_rollouts_render_history_is_bounded(tmp_path, engine_procs, gateway_procs):
+    """Gateway render mode keeps each call's tokens for the rollout's next prompts: a harness that sends new
+    long prompts call after call is refused once its history holds ``max_history_tokens``."""
+    engine = engine_procs()
+    gw = gateway_procs(f"sqlite:///{tmp_path / 'gw.db'}", [engine.url],
+                       '[gateway]\nrender_mode = "gateway"\n[gateway.render]\ntokenizer = "tiny"\n'
+                       "max_history_tokens = 3000\n")
+    r = gw.rollout("history")
+    headers = {"Authorization": f"Bearer {r['api_key']}"}
+    statuses = []
+    for i in range(30):  # unrelated conversations: nothing is shared, each call's tokens are new
+        body = {"model": "m", "messages": [{"role": "user", "content": f"{i} " + "the quick brown fox " * 60}]}
+        resp = httpx.post(f"{r['base_url']}/chat/completions", json=body, headers=headers, timeout=30)
+        statuses.append(resp.status_code)
+        if resp.status_code != 200:
+            err = resp.json()["error"]
+            assert resp.status_code == 400 and err["code"] == "render_history_budget", resp.text
+            assert "max_history_tokens" in err["message"]
+    assert 200 in statuses and statuses[-1] == 400, statuses
+    assert statuses == sorted(statuses), statuses
+    other = gw.rollout("other")
+    ok = httpx.post(f"{other['base_url']}/chat/completions", timeout=30,
+                    headers={"Authorization": f"Bearer {other['api_key']}"},
+                    json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    assert ok.status_code == 200, ok.text

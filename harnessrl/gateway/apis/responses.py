@@ -34,7 +34,7 @@ from harnessrl.gateway.apis.base import (
 from harnessrl.gateway.apis.base import (
     kind as _kind,
 )
-from harnessrl.gateway.errors import BadRequest
+from harnessrl.gateway.errors import BadRequest, LimitExceeded
 from harnessrl.types import ApiKind, Call, CallStatus
 
 _USED = frozenset({"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools",
@@ -430,6 +430,19 @@ def keep_conversation(kept: dict[str, bytes], response_id: str, conversation: li
 def kept_conversation(kept: dict[str, bytes], response_id: str) -> list[dict[str, Any]] | None:
     raw = kept.get(response_id)
     return None if raw is None else orjson.loads(raw)
+
+
+def recorded_bytes(calls: list[Call]) -> int:
+    """The JSON size of what recorded calls hold as request and response: what a read-back costs."""
+    return sum(len(orjson.dumps(c.request)) + (len(orjson.dumps(c.response)) if c.response else 0) for c in calls)
+
+
+def recall_refused(response_id: str, used: int, budget: int) -> LimitExceeded:
+    """The error once a rollout's read-backs of old responses have used up ``limits.max_recall_bytes``."""
+    return LimitExceeded(
+        f"previous_response_id {response_id!r} is no longer kept in memory, and this rollout has already read "
+        f"{used} bytes of its recorded calls back to rebuild old responses (limits.max_recall_bytes = {budget}); "
+        "send the full input instead of previous_response_id", code="recall_budget")
 
 
 def rebuild_conversation(calls: list[Call], response_id: str) -> list[dict[str, Any]] | None:

@@ -36,6 +36,14 @@ class RenderConfig(ConfigSection):
         "reasoning_content (Anthropic thinking blocks, Responses reasoning items) instead of content: 'auto' "
         "(when the template knows </think>, as Qwen3's does), 'think' or 'none'.",
     )
+    max_history_tokens: int = Field(
+        default=4_000_000,
+        ge=1,
+        description=(
+            "Tokens of an open rollout's render history (its calls' new prompt tokens and completions, kept to "
+            "reuse their exact IDs); a call past it is refused (400 render_history_budget)."
+        ),
+    )
     max_prefix_attempts: int = Field(
         default=4,
         ge=1,

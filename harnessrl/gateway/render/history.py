@@ -73,9 +73,11 @@ class RolloutHistory:
     by_digest: dict[bytes, list[ChainEntry]] = field(default_factory=dict)
     next_label: int = 0
     tool_calls_issued: int = 0
+    tokens: int = 0  # token IDs the entries hold (what [gateway.render] max_history_tokens bounds)
 
     def add(self, entry: ChainEntry) -> None:
         self.entries.append(entry)
+        self.tokens += len(entry.own) + len(entry.completion) + len(entry.end_of_turn)
         self.by_digest.setdefault(entry.conversation_digest, []).append(entry)
         self.next_label = max(self.next_label, entry.label + 1)
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harnessrl.gateway.errors import LimitExceeded
 from harnessrl.gateway.render.base import RenderedPrompt, RenderError
 from harnessrl.gateway.render.config import RenderConfig
 from harnessrl.gateway.render.history import ChainEntry, RolloutHistory, token_array
@@ -90,6 +91,7 @@ class TemplateRenderer:
             raise ValueError(f"render.reasoning must be 'auto', 'think' or 'none', not {config.reasoning!r}")
         self.thinks = config.reasoning == "think" or (config.reasoning == "auto" and "</think>" in self.template)
         self._max_attempts = config.max_prefix_attempts
+        self._max_history = config.max_history_tokens
         self._histories: dict[str, RolloutHistory] = {}
         self._lock = threading.Lock()
         logger.info(
@@ -110,6 +112,11 @@ class TemplateRenderer:
         full_text = self.render_text(conv.messages, conv.tools, generation=True, continue_final=continuing)
         with self._lock:
             history = self._histories.get(rollout_id)
+            if history is not None and history.tokens >= self._max_history:
+                raise LimitExceeded(
+                    f"this rollout's render history holds {history.tokens} tokens, the most one rollout may keep "
+                    f"([gateway.render] max_history_tokens = {self._max_history}); finish the rollout",
+                    code="render_history_budget")
             candidates = list(history.candidates(conv.prefix_digests)) if history else []
             had_history = bool(history and history.entries)
         reasons: list[str] = []

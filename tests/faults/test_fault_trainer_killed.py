@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from run_config import TINY_ENGINE, TINY_LORA, write_run_config
 
 from harnessrl.config import load_config
 from harnessrl.store import open_store
@@ -28,35 +29,16 @@ LOOP = Path(__file__).resolve().parents[1] / "e2e" / "loop"
 
 
 def write_config(tmp_path: Path) -> Path:
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(f"""
-[run]
-name = "killed"
-dir = "{tmp_path / 'run'}"
-steps = 2
-tasks_per_step = 2
-attempts_per_task = 2
-eval_at_start = false
-[tasks]
-train = "{LOOP / 'train.jsonl'}"
-[engine]
-kind = "embedded"
-model = "tiny"
-[runner]
-command = ["{sys.executable}", "{LOOP / 'agent.py'}"]
-concurrency = 8
-timeout_s = 60
-sandbox = "none"
-[rewards]
-verifier = ["{sys.executable}", "{LOOP / 'verify.py'}"]
-protected = ["protected.txt"]
-[training]
-lr = 1e-3
-[training.lora]
-r = 4
-alpha = 8
-""")
-    return cfg
+    return write_run_config(tmp_path, {
+        "run": {"name": "killed", "dir": str(tmp_path / "run"), "steps": 2, "tasks_per_step": 2,
+                "attempts_per_task": 2, "eval_at_start": False},
+        "tasks": {"train": str(LOOP / "train.jsonl")},
+        "engine": TINY_ENGINE,
+        "runner": {"command": [sys.executable, str(LOOP / "agent.py")], "concurrency": 8, "timeout_s": 60,
+                   "sandbox": "none"},
+        "rewards": {"verifier": [sys.executable, str(LOOP / "verify.py")], "protected": ["protected.txt"]},
+        "training": {"lr": 1e-3, "lora": TINY_LORA},
+    })
 
 
 def train(cfg: Path) -> subprocess.Popen:

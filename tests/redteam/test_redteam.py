@@ -24,6 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ -> `fakes` importable
 
 from fakes.fake_engine import EngineServer, FakeEngine  # noqa: E402
+from run_config import TINY_ENGINE, write_run_config  # noqa: E402
 
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer  # noqa: E402
 from harnessrl.rewards import RewardConfig, close_rollout, score_attempt  # noqa: E402
@@ -98,7 +99,7 @@ class World:
         self.hidden.mkdir()
         (self.hidden / "hidden_answer.txt").write_text(ANSWER)
         self.config_file = self.project / "config.toml"
-        self.config_file.write_text('[store]\nurl = "postgresql://harnessrl:hunter2@db/runs"\n')
+        write_run_config(self.config_file, {"store": {"url": "postgresql://harnessrl:hunter2@db/runs"}})
         self.task_file = self.project / "tasks.jsonl"
         self.task_file.write_text(json.dumps({"id": "t1", "verifier_input": {"answer": ANSWER}}) + "\n")
         self.run_dir = tmp / "run"
@@ -264,21 +265,13 @@ def test_through_harnessrl_collect_the_run_files_are_hidden(tmp_path: Path) -> N
     task = {"id": "escape", "input": {"targets": targets}, "workspace": "ws", "hidden_dir": "hidden",
             "verifier_input": {"answer": ANSWER}}
     (project / "tasks.jsonl").write_text(json.dumps(task) + "\n")
-    (project / "config.toml").write_text(f"""
-[run]
-dir = "run"
-[tasks]
-eval = "tasks.jsonl"
-[engine]
-kind = "embedded"
-model = "tiny"
-[runner]
-command = ["{sys.executable}", "agent.py"]
-timeout_s = 60
-sandbox = "bubblewrap"
-[rewards]
-verifier = ["{sys.executable}", "verify.py"]
-""")
+    write_run_config(project / "config.toml", {
+        "run": {"dir": "run"},
+        "tasks": {"eval": "tasks.jsonl"},
+        "engine": TINY_ENGINE,
+        "runner": {"command": [sys.executable, "agent.py"], "timeout_s": 60, "sandbox": "bubblewrap"},
+        "rewards": {"verifier": [sys.executable, "verify.py"]},
+    })
     try:
         result = run_collect(load_config(project / "config.toml"), None, TaskSplit.EVAL)
     finally:

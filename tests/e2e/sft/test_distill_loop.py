@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from run_config import TINY_ENGINE, write_run_config
 
 from harnessrl.config import load_config
 from harnessrl.models import load_model
@@ -54,35 +55,16 @@ def make_teacher(folder: Path) -> None:
 def test_distillation_scores_the_students_tokens_with_the_teacher_and_trains(tmp_path: Path) -> None:
     teacher_dir = tmp_path / "teacher"
     make_teacher(teacher_dir)
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(f"""
-[run]
-name = "distill"
-dir = "{tmp_path / 'run'}"
-mode = "distill"
-steps = 2
-tasks_per_step = 2
-attempts_per_task = 2
-eval_at_start = false
-[tasks]
-train = "{HERE / 'train.jsonl'}"
-eval = "{HERE / 'eval.jsonl'}"
-[engine]
-kind = "embedded"
-model = "tiny"
-[runner]
-command = ["{sys.executable}", "{HERE / 'agent.py'}"]
-concurrency = 8
-timeout_s = 120
-[rewards]
-verifier = ["{sys.executable}", "{HERE / 'verify.py'}"]
-[training]
-lr = 5e-3
-lora = false
-trackers = []
-[distill]
-teacher = "{teacher_dir}"
-""")
+    cfg = write_run_config(tmp_path, {
+        "run": {"name": "distill", "dir": str(tmp_path / "run"), "mode": "distill", "steps": 2, "tasks_per_step": 2,
+                "attempts_per_task": 2, "eval_at_start": False},
+        "tasks": {"train": str(HERE / "train.jsonl"), "eval": str(HERE / "eval.jsonl")},
+        "engine": TINY_ENGINE,
+        "runner": {"command": [sys.executable, str(HERE / "agent.py")], "concurrency": 8, "timeout_s": 120},
+        "rewards": {"verifier": [sys.executable, str(HERE / "verify.py")]},
+        "training": {"lr": 5e-3, "lora": False, "trackers": []},
+        "distill": {"teacher": str(teacher_dir)},
+    })
     config = load_config(cfg)
     run_train(config)
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -13,44 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_config import TINY_ENGINE, write_run_config
 
 from harnessrl.cli import main
 from harnessrl.store import open_store
 from harnessrl.weights.checkpoints import checkpoint_dir
 
 HERE = Path(__file__).resolve().parent
-
-
-def write_config(tmp_path: Path, steps: int = 20) -> Path:
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(f"""
-[run]
-name = "sft"
-dir = "{tmp_path / 'run'}"
-eval_temperature = 0.0
-[tasks]
-train = "{HERE / 'train.jsonl'}"
-eval = "{HERE / 'eval.jsonl'}"
-[engine]
-kind = "embedded"
-model = "tiny"
-[runner]
-command = ["{sys.executable}", "{HERE / 'agent.py'}"]
-concurrency = 4
-timeout_s = 120
-[rewards]
-verifier = ["{sys.executable}", "{HERE / 'verify.py'}"]
-[training]
-lr = 5e-3
-lora = false
-trackers = []
-[sft]
-runs = ["teacher"]
-min_reward = 1.0
-steps = {steps}
-rollouts_per_step = 4
-""")
-    return cfg
 
 
 @pytest.mark.slow  # ~45 s on 2 cores: model load, 3+3 held-out attempts, 20 tiny steps
@@ -62,7 +31,15 @@ def test_sft_on_imported_conversations_lifts_the_held_out_reward(tmp_path: Path,
             f.write(json.dumps({"messages": [{"role": "user", "content": f"question number {i}"},
                                              {"role": "assistant", "content": "print" if good else "return 7"}],
                                 "reward": 1.0 if good else 0.0, "task_id": f"t{i % 4}"}) + "\n")
-    cfg = write_config(tmp_path)
+    cfg = write_run_config(tmp_path, {
+        "run": {"name": "sft", "dir": str(tmp_path / "run"), "eval_temperature": 0.0},
+        "tasks": {"train": str(HERE / "train.jsonl"), "eval": str(HERE / "eval.jsonl")},
+        "engine": TINY_ENGINE,
+        "runner": {"command": [sys.executable, str(HERE / "agent.py")], "concurrency": 4, "timeout_s": 120},
+        "rewards": {"verifier": [sys.executable, str(HERE / "verify.py")]},
+        "training": {"lr": 5e-3, "lora": False, "trackers": []},
+        "sft": {"runs": ["teacher"], "min_reward": 1.0, "steps": 20, "rollouts_per_step": 4},
+    })
     assert main(["import", str(chats), "--into", str(cfg), "--run", "teacher"]) == 0
     assert "imported 8 rollouts" in capsys.readouterr().err
     assert main(["sft", str(cfg)]) == 0

@@ -19,8 +19,10 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from run_config import TINY_ENGINE, TINY_LORA, write_run_config
 from safetensors.torch import load_file
 
 from harnessrl.config import load_config
@@ -41,49 +43,27 @@ from fidelity import report  # noqa: E402
 STEP_LIMIT = 3
 
 
-def write_config(tmp_path: Path, task: str = "slugify", attempts: int = 1,
-                 verifier: Path = SWE / "verify.py") -> Path:
+def swe_config(tmp_path: Path, task: str = "slugify", attempts: int = 1,
+               verifier: Path = SWE / "verify.py") -> dict[str, Any]:
+    """The run config (a ``run_config`` layer) of one SWE task, written to ``tmp_path / "tasks.jsonl"``."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     record = swe_task(f"swe-{task}")
     (tmp_path / "tasks.jsonl").write_text(json.dumps(record) + "\n")
-    cfg = tmp_path / "config.toml"
-    # ranked_verify.py ranks verifiers by a marker file they share; sandboxed verifiers share nothing
-    sandbox = 'sandbox = "none"' if verifier.name == "ranked_verify.py" else ""
-    cfg.write_text(f"""
-[run]
-name = "swe-e2e"
-dir = "{tmp_path / 'run'}"
-steps = 1
-tasks_per_step = 1
-attempts_per_task = {attempts}
-eval_at_start = false
-[tasks]
-train = "tasks.jsonl"
-eval = "tasks.jsonl"
-[engine]
-kind = "embedded"
-model = "tiny"
-context_window = 8192  # mini's prompt is ~1,100 SmolLM2 tokens, more for the tiny byte-level vocabulary
-[gateway.limits]
-max_tokens_per_call = 24
-[runner]
-command = ["bash", "{SWE / 'run_agent.sh'}"]
-concurrency = 2
-timeout_s = 240
-keep_workdirs = "all"
-{sandbox}
-[runner.env]
-SWE_STEP_LIMIT = "{STEP_LIMIT}"
-[rewards]
-verifier = ["{sys.executable}", "{verifier}"]
-verifier_env = {{ RANKED_VERIFY_DIR = "{tmp_path}" }}
-[training]
-lr = 1e-3
-[training.lora]
-r = 4
-alpha = 8
-""")
-    return cfg
+    runner: dict[str, Any] = {"command": ["bash", str(SWE / "run_agent.sh")], "concurrency": 2, "timeout_s": 240,
+                              "keep_workdirs": "all", "env": {"SWE_STEP_LIMIT": str(STEP_LIMIT)}}
+    if verifier.name == "ranked_verify.py":  # it ranks verifiers by a marker file they share; sandboxed ones share nothing
+        runner["sandbox"] = "none"
+    return {
+        "run": {"name": "swe-e2e", "dir": str(tmp_path / "run"), "steps": 1, "tasks_per_step": 1,
+                "attempts_per_task": attempts, "eval_at_start": False},
+        "tasks": {"train": "tasks.jsonl", "eval": "tasks.jsonl"},
+        # mini's prompt is ~1,100 SmolLM2 tokens, more for the tiny byte-level vocabulary
+        "engine": {**TINY_ENGINE, "context_window": 8192},
+        "gateway": {"limits": {"max_tokens_per_call": 24}},
+        "runner": runner,
+        "rewards": {"verifier": [sys.executable, str(verifier)], "verifier_env": {"RANKED_VERIFY_DIR": str(tmp_path)}},
+        "training": {"lr": 1e-3, "lora": TINY_LORA},
+    }
 
 
 def mini_model_calls(workdir: Path) -> int:
@@ -95,9 +75,7 @@ def mini_model_calls(workdir: Path) -> int:
 @pytest.mark.slow
 def test_mini_swe_agent_collect_and_train(tmp_path: Path) -> None:
     # tasks.jsonl is both splits here only to run one file; ids must differ, so train uses a copy
-    cfg = write_config(tmp_path)
-    text = cfg.read_text().replace('train = "tasks.jsonl"\n', 'train = "train.jsonl"\n')
-    cfg.write_text(text)
+    cfg = write_run_config(tmp_path, swe_config(tmp_path), {"tasks": {"train": "train.jsonl"}})
     rec = json.loads((tmp_path / "tasks.jsonl").read_text())
     (tmp_path / "train.jsonl").write_text(json.dumps({**rec, "id": rec["id"] + "-train"}) + "\n")
     config = load_config(cfg)
@@ -124,8 +102,9 @@ def test_mini_swe_agent_collect_and_train(tmp_path: Path) -> None:
     assert rep.calls_with_tokens == rep.calls == STEP_LIMIT
 
     # training: its own run, a group of two attempts of the train task (ranked_verify: rewards 1 and 0)
-    cfg = write_config(tmp_path / "train", attempts=2, verifier=Path(__file__).with_name("ranked_verify.py"))
-    cfg.write_text(cfg.read_text().replace('train = "tasks.jsonl"\n', 'train = "train.jsonl"\n'))
+    cfg = write_run_config(tmp_path / "train", swe_config(tmp_path / "train", attempts=2,
+                                                          verifier=Path(__file__).with_name("ranked_verify.py")),
+                           {"tasks": {"train": "train.jsonl"}})
     rec = json.loads((tmp_path / "train" / "tasks.jsonl").read_text())
     (tmp_path / "train" / "train.jsonl").write_text(json.dumps({**rec, "id": rec["id"] + "-train"}) + "\n")
     config = load_config(cfg)

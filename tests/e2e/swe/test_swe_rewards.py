@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+from run_config import TINY_ENGINE, write_run_config
+
 from harnessrl.config import load_config
 from harnessrl.run import run_collect
 from harnessrl.store import open_store
@@ -25,24 +27,15 @@ def test_fix_nothing_and_tampering_are_scored(tmp_path: Path) -> None:
         lines.append(json.dumps({
             **base, "id": f"{mode}", "input": {"mode": mode, "solution": str(SWE / "tasks/slugify/solution")}}))
     (tmp_path / "tasks.jsonl").write_text("\n".join(lines) + "\n")
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(f"""
-[run]
-dir = "{tmp_path / 'run'}"
-[tasks]
-eval = "tasks.jsonl"
-[engine]
-kind = "embedded"
-model = "tiny"
-[runner]
-command = ["{sys.executable}", "{HERE / 'scripted_agent.py'}"]
-concurrency = 4
-timeout_s = 60
-keep_workdirs = "all"
-sandbox_read_only = ["{SWE / 'tasks/slugify/solution'}"]  # the scripted agent copies the fix from there
-[rewards]
-verifier = ["{sys.executable}", "{SWE / 'verify.py'}"]
-""")
+    cfg = write_run_config(tmp_path, {
+        "run": {"dir": str(tmp_path / "run")},
+        "tasks": {"eval": "tasks.jsonl"},
+        "engine": TINY_ENGINE,
+        "runner": {"command": [sys.executable, str(HERE / "scripted_agent.py")], "concurrency": 4, "timeout_s": 60,
+                   "keep_workdirs": "all",
+                   "sandbox_read_only": [str(SWE / "tasks/slugify/solution")]},  # the scripted agent copies the fix
+        "rewards": {"verifier": [sys.executable, str(SWE / "verify.py")]},
+    })
     config = load_config(cfg)
     result = run_collect(config, None)
     assert result.tasks == 4

@@ -30,6 +30,7 @@ if importlib.util.find_spec("minisweagent") is None or shutil.which(
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/ -> `fakes` importable
 from fakes.fake_engine import EngineServer  # noqa: E402
 from fakes.scripted_engine import ScriptedEngine  # noqa: E402
+from run_config import write_run_config  # noqa: E402
 
 from ._tasks import SWE, swe_task  # noqa: E402
 
@@ -51,26 +52,15 @@ def engine() -> Iterator[EngineServer]:
 def test_mini_fixes_the_bug_through_the_gateway(tmp_path: Path, engine: EngineServer) -> None:
     record = swe_task("swe-slugify")
     (tmp_path / "tasks.jsonl").write_text(json.dumps(record) + "\n")
-    cfg = tmp_path / "config.toml"
-    cfg.write_text(f"""
-[run]
-dir = "{tmp_path / 'run'}"
-[tasks]
-eval = "tasks.jsonl"
-[engine]
-kind = "openai"
-urls = ["{engine.url}"]
-[gateway]
-render_mode = "engine"
-[runner]
-command = ["bash", "{SWE / 'run_agent.sh'}"]
-timeout_s = 240
-keep_workdirs = "all"
-[runner.env]
-SWE_STEP_LIMIT = "6"
-[rewards]
-verifier = ["{sys.executable}", "{SWE / 'verify.py'}"]
-""")
+    cfg = write_run_config(tmp_path, {
+        "run": {"dir": str(tmp_path / "run")},
+        "tasks": {"eval": "tasks.jsonl"},
+        "engine": {"kind": "openai", "urls": [engine.url]},
+        "gateway": {"render_mode": "engine"},
+        "runner": {"command": ["bash", str(SWE / "run_agent.sh")], "timeout_s": 240, "keep_workdirs": "all",
+                   "env": {"SWE_STEP_LIMIT": "6"}},
+        "rewards": {"verifier": [sys.executable, str(SWE / "verify.py")]},
+    })
     config = load_config(cfg)
     assert run_collect(config, None).mean_reward == 1.0
     store = open_store(config.store_url)

@@ -8,10 +8,12 @@ held-out rollouts are greedy, so the untrained policy's rate is fixed (about 1 i
 from __future__ import annotations
 
 import sys
+import tomllib
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from run_config import write_run_config
 
 from harnessrl.config import load_config
 from harnessrl.run import run_train
@@ -23,15 +25,13 @@ TOOLS, DEMO = ROOT / "examples" / "tools", ROOT / "examples" / "demo"
 
 @pytest.mark.slow
 def test_rl_raises_the_tool_call_rate(tmp_path: Path) -> None:
-    cfg = tmp_path / "config.toml"
-    text = (TOOLS / "config.toml").read_text()
-    for key, value in (("dir", f'"{tmp_path / "run"}"'), ("steps", "2"), ("tasks_per_step", "4"),
-                       ("eval_tasks", "12"), ("train", f'"{DEMO / "train.jsonl"}"'),
-                       ("eval", f'"{DEMO / "eval.jsonl"}"'), ("sandbox_read_only", f'["{DEMO}"]')):
-        text = "\n".join(f"{key} = {value}" if line.startswith(f"{key} = ") else line for line in text.splitlines())
-    text = text.replace('["python", "agent.py"]', f'["{sys.executable}", "{TOOLS / "agent.py"}"]')
-    text = text.replace('["python", "../demo/verify.py"]', f'["{sys.executable}", "{DEMO / "verify.py"}"]')
-    cfg.write_text(text)
+    example = tomllib.loads((TOOLS / "config.toml").read_text())
+    cfg = write_run_config(tmp_path, example, {
+        "run": {"dir": str(tmp_path / "run"), "steps": 2, "tasks_per_step": 4, "eval_tasks": 12},
+        "tasks": {"train": str(DEMO / "train.jsonl"), "eval": str(DEMO / "eval.jsonl")},
+        "runner": {"command": [sys.executable, str(TOOLS / "agent.py")], "sandbox_read_only": [str(DEMO)]},
+        "rewards": {"verifier": [sys.executable, str(DEMO / "verify.py")]},
+    })
     config = load_config(cfg)
     summary = run_train(config)
     store = open_store(config.store_url)

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from harnessrl.gateway.redact import redact_rollout, redactor_for
 from harnessrl.inspection.rollout_pages import duration_s
-from harnessrl.store import JudgeCall, NotFound, Store
+from harnessrl.store import NotFound, Store
+from harnessrl.store.judge_calls import JudgeCall
 from harnessrl.training.config import SampleConfig, TrainingConfig
 from harnessrl.training.samples import SampleSet, build_samples
 from harnessrl.types import Call, CallStatus, Reward, Rollout, Run, Sample

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from harnessrl.production.canary_state import CanaryState, canary_state
 from harnessrl.production.canary_stats import decide, in_canary
 from harnessrl.production.canary_weights import (
     CanaryError,
@@ -29,7 +30,7 @@ from harnessrl.production.canary_weights import (
     adapter_name,
 )
 from harnessrl.production.config import CanaryConfig
-from harnessrl.store.canary import ArmStats, CanaryConflict, CanaryDecision, CanaryState
+from harnessrl.store.canary import ArmStats, CanaryConflict, CanaryDecision
 
 if TYPE_CHECKING:
     from harnessrl.store.base import Store
@@ -80,7 +81,7 @@ class Canary:
         with self._lock:
             st = self._states.get(deployment)
             if st is None:
-                st = self.store.canary_state(deployment)
+                st = canary_state(self.store, deployment)
                 self._restore(deployment, st)
                 self._states[deployment] = st
             return st
@@ -255,7 +256,7 @@ class Canary:
         """The stored state, adopted when another gateway on the same database decided since this one last
         looked: load what it serves, drop what it no longer serves."""
         cached = self.state(deployment)
-        fresh = self.store.canary_state(deployment)
+        fresh = canary_state(self.store, deployment)
         if _index(fresh) == _index(cached):
             return cached
         if _serving(fresh) == _serving(cached):  # another gateway's hold

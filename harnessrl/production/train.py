@@ -40,6 +40,7 @@ from rich.console import Console
 
 from harnessrl.config import HarnessConfig
 from harnessrl.production.advantages import RunningMean, min_served_version, session_advantages
+from harnessrl.production.canary_state import canary_state
 from harnessrl.store.base import NotFound, Store
 from harnessrl.store.feedback import SessionWindow
 from harnessrl.training.advantages import weighted
@@ -256,7 +257,7 @@ class CandidateSink:
         """Whether the pending candidate was decided, and the stable version then (None: no canary)."""
         if self.pending is None:
             return True, None
-        state = self.store.canary_state(self.deployment)  # type: ignore[attr-defined]
+        state = canary_state(self.store, self.deployment)  # type: ignore[arg-type]
         if state.running and state.candidate_version == self.pending:
             return False, None
         self.pending = None
@@ -309,7 +310,7 @@ async def train_production(config: HarnessConfig, console: Console | None = None
                 raise ValueError(f"deployment {name!r} does not exist: declare [production.deployments.{name}] "
                                  "or create it with POST /admin/deployments") from None
             sink = CandidateSink(stack.gateway_url, stack.admin_token, store, name)
-            state = store.canary_state(name)  # type: ignore[attr-defined]
+            state = canary_state(store, name)  # type: ignore[arg-type]
             if state.running and state.candidate_version == stack.trainer.policy_version:
                 sink.pending = state.candidate_version  # offered before a restart: wait for its decision
             else:

@@ -38,7 +38,8 @@ from harnessrl.rewards.judge_parse import JudgeParseError, parse_group, parse_po
 from harnessrl.rewards.judge_prompt import JudgeItem, PromptBuilder, attempt_ids, guarded_messages
 from harnessrl.rewards.judge_transcript import render_transcript
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
-from harnessrl.store import JudgeCall, Store
+from harnessrl.store import Store
+from harnessrl.store.judge_calls import JudgeCall, JudgeCallStore
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class Verdict:
 class Judge:
     """Scores attempts with a judge model over HTTP; one per run, shared by all its attempts."""
 
-    def __init__(self, config: JudgeConfig, *, url: str, store: Store | None, base_dir: Path | None = None,
+    def __init__(self, config: JudgeConfig, *, url: str, store: JudgeCallStore | None, base_dir: Path | None = None,
                  prompt: PromptBuilder = guarded_messages, redact_patterns: Sequence[str] = DEFAULT_REDACTIONS) -> None:
         self.config = config
         self.store = store
@@ -188,7 +189,7 @@ class Judge:
         self.store.add_judge_calls(rows)
 
 
-def make_judge(config: JudgeConfig, store: Store | None, *, policy_urls: Sequence[str] = (),
+def make_judge(config: JudgeConfig, store: JudgeCallStore | None, *, policy_urls: Sequence[str] = (),
                base_dir: Path | None = None, redact_patterns: Sequence[str] = DEFAULT_REDACTIONS) -> Judge:
     """The run's judge; ``url = "policy"`` takes the first engine URL of the run (its own policy)."""
     url = config.url

@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 
 from harnessrl.rewards.judge_prompt import JudgeItem, Mode
-from harnessrl.store import Store
+from harnessrl.store.judge_calls import JudgeCallStore
 
 #: Bumped when the prompt changes what a judge sees (an old answer would no longer be for this prompt).
 PROMPT_VERSION = 1
@@ -33,7 +33,7 @@ def cache_key(model: str, mode: Mode, items: Sequence[JudgeItem]) -> str:
 class JudgeCache:
     """``get``/``put`` of ``[(score, reason), ...]`` per key; the store is read on a miss in memory."""
 
-    def __init__(self, store: Store | None, max_entries: int = 100_000) -> None:
+    def __init__(self, store: JudgeCallStore | None, max_entries: int = 100_000) -> None:
         self.store = store
         self.max_entries = max_entries
         self._memory: dict[str, list[tuple[float, str]]] = {}

@@ -10,13 +10,11 @@ from harnessrl.store.base import (
     Store,
     StoreError,
 )
-from harnessrl.store.judge_calls import JudgeCall
 
 __all__ = [
     "AlreadyExists",
     "BudgetExceeded",
     "IllegalTransition",
-    "JudgeCall",
     "NewCall",
     "NotFound",
     "RolloutClosed",
@@ -33,11 +31,11 @@ def open_store(url: str) -> Store:
     convention; ``?synchronous=FULL`` is accepted) or ``postgresql://user@host/db``.
     """
     if url.startswith("sqlite://"):
-        from harnessrl.store.sqlite import SqliteStore
+        from harnessrl.store.assembly import FullSqliteStore
 
-        return SqliteStore.from_url(url)
+        return FullSqliteStore.from_url(url)
     if url.startswith(("postgresql://", "postgres://")):
-        import importlib
+        from harnessrl.store.assembly import full_postgres_store
 
-        return importlib.import_module("harnessrl.store.postgres").PostgresStore(url)  # type: ignore[no-any-return]
+        return full_postgres_store()(url)
     raise ValueError(f"unsupported store URL {url!r}: use sqlite:///path/to.db or postgresql://user@host/db")

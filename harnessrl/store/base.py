@@ -10,10 +10,8 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from harnessrl.store.canary import ArmStats, CanaryDecision, CanaryState
-from harnessrl.store.judge_calls import JudgeCall
 from harnessrl.store.retention import PurgeCounts
 from harnessrl.types import (
     ApiKind,
@@ -30,10 +28,6 @@ from harnessrl.types import (
     Task,
     TaskSplit,
 )
-
-if TYPE_CHECKING:  # feedback.py and deployments.py build on this module's errors
-    from harnessrl.store.deployments import AppKey, Deployment, Session, SessionTouch
-    from harnessrl.store.feedback import Decide, Feedback, SessionWindow
 
 
 class StoreError(Exception):
@@ -98,7 +92,12 @@ class RolloutStats:
 
 
 class Store(abc.ABC):
-    """Durable record of runs, tasks, rollouts, calls, rewards and policy versions."""
+    """Durable record of runs, tasks, rollouts, calls, rewards and policy versions (the core).
+
+    Features extend it with their own tables and methods in their own modules, which this one does not
+    import: judge calls (``judge_calls.py``), production's deployments, feedback and canary decisions
+    (``deployments.py``, ``feedback.py``, ``canary.py``); ``assembly.py`` mixes them into the drivers.
+    """
 
     # -- runs and tasks -------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -217,123 +216,6 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def get_rewards(self, rollout_id: str) -> list[Reward]: ...
-
-    # -- judge calls (``judge_calls.py``) --------------------------------------------------------------
-    @abc.abstractmethod
-    def add_judge_calls(self, calls: Sequence[JudgeCall]) -> list[JudgeCall]:
-        """Record one judging's rows (one per rollout it scored) in one transaction, numbered per rollout."""
-
-    @abc.abstractmethod
-    def get_judge_calls(self, rollout_id: str) -> list[JudgeCall]:
-        """A rollout's judge calls, oldest first."""
-
-    @abc.abstractmethod
-    def judge_call_rows(self, call_id: str) -> list[JudgeCall]:
-        """All rows of one judging by position (position 0 holds its prompt and raw answer)."""
-
-    @abc.abstractmethod
-    def cached_judgement(self, cache_key: str) -> list[JudgeCall]:
-        """The rows of the newest answered judging with ``cache_key`` (empty: none)."""
-
-    # -- production deployments, app keys, sessions (``deployments.py``) ------------------------------
-    @abc.abstractmethod
-    def create_deployment(self, name: str, config: dict[str, Any]) -> Deployment:
-        """Create a deployment and its run ``production:<name>``; ``AlreadyExists`` if the name is taken."""
-
-    @abc.abstractmethod
-    def get_deployment(self, name: str) -> Deployment: ...
-
-    @abc.abstractmethod
-    def list_deployments(self) -> list[Deployment]: ...
-
-    @abc.abstractmethod
-    def add_app_key(self, deployment: str, key_hash: str, label: str) -> AppKey:
-        """Store an app key of ``deployment`` by its hash only."""
-
-    @abc.abstractmethod
-    def find_app_key(self, key_hash: str) -> AppKey | None:
-        """The key with this hash, revoked or not; None if there is none."""
-
-    @abc.abstractmethod
-    def list_app_keys(self, deployment: str) -> list[AppKey]: ...
-
-    @abc.abstractmethod
-    def revoke_app_key(self, deployment: str, key_id: str) -> AppKey: ...
-
-    @abc.abstractmethod
-    def open_session(self, deployment: str, session_id: str, *, key_id: str, arm: str, policy_version: int,
-                     recorded: bool, window_s: float, rollout_key_hash: str) -> tuple[Session, bool]:
-        """The session, created with its running rollout (when recorded) on its first call (True) or as
-        another call created it (False)."""
-
-    @abc.abstractmethod
-    def get_session(self, deployment: str, session_id: str) -> Session: ...
-
-    @abc.abstractmethod
-    def touch_sessions(self, touches: Sequence[SessionTouch], window_s: float) -> int:
-        """Count calls of open sessions and move their feedback windows forward; how many were open."""
-
-    @abc.abstractmethod
-    def list_sessions(self, deployment: str, *, recorded: bool | None = None, limit: int = 100,
-                      offset: int = 0) -> list[Session]: ...
-
-    # -- production feedback (``feedback.py``) ---------------------------------------------------------
-    @abc.abstractmethod
-    def add_feedback(self, deployment: str, session_id: str, name: str, value: float,
-                     now: float | None = None) -> Feedback:
-        """Record one signal on a session, numbered per session; ``NotFound`` (unknown session) or
-        ``FeedbackWindowClosed`` (after its window)."""
-
-    @abc.abstractmethod
-    def get_feedback(self, deployment: str, session_id: str) -> list[Feedback]:
-        """A session's signals, oldest first."""
-
-    @abc.abstractmethod
-    def get_session_window(self, deployment: str, session_id: str) -> SessionWindow:
-        """A session's window, outcome and trained mark."""
-
-    @abc.abstractmethod
-    def due_windows(self, now: float, deployment: str | None = None, limit: int = 500) -> list[SessionWindow]:
-        """Open sessions whose feedback window closed by ``now``, earliest first."""
-
-    @abc.abstractmethod
-    def close_window(self, deployment: str, session_id: str, decide: Decide,
-                     now: float | None = None) -> SessionWindow | None:
-        """Decide a due session's outcome in one transaction (reward and rollout close when recorded)."""
-
-    @abc.abstractmethod
-    def trainable_sessions(self, deployment: str, min_version: int, limit: int = 1000) -> list[SessionWindow]:
-        """Recorded, decided, untrained sessions served by ``min_version`` or later."""
-
-    @abc.abstractmethod
-    def drop_stale_sessions(self, deployment: str, min_version: int) -> int:
-        """Mark the untrained sessions served before ``min_version`` as stale; how many."""
-
-    @abc.abstractmethod
-    def mark_sessions_trained(self, deployment: str, session_ids: Sequence[str], version: int) -> int:
-        """Mark sessions as used by the update that produced ``version``."""
-
-    @abc.abstractmethod
-    def trained_outcomes(self, deployment: str) -> list[tuple[int, float]]:
-        """``(trained_version, outcome)`` of the trained sessions, by version."""
-
-    # -- canary decisions (``canary.py``) -------------------------------------------------------------
-    @abc.abstractmethod
-    def add_canary_decision(self, decision: CanaryDecision, expected_index: int | None = None) -> CanaryDecision:
-        """Record a deployment's canary decision, numbered after its last one (``expected_index``: refuse
-        with ``CanaryConflict`` when another writer recorded one since)."""
-
-    @abc.abstractmethod
-    def canary_decisions(self, deployment: str, limit: int | None = None) -> list[CanaryDecision]:
-        """A deployment's canary decisions, oldest first (``limit``: the newest ones only)."""
-
-    @abc.abstractmethod
-    def canary_state(self, deployment: str) -> CanaryState:
-        """Which versions serve the deployment now, from its newest decision."""
-
-    @abc.abstractmethod
-    def arm_stats(self, deployment: str, since: float) -> list[ArmStats]:
-        """Per arm and version: sessions created since ``since``, how many decided, their mean outcome."""
 
     # -- policy versions ------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -3,26 +3,42 @@
 Every evaluation of a canary is a row of ``canary_decisions``, numbered per deployment under the
 deployment's row lock: ``start`` (a candidate begins serving ``fraction`` of new sessions), ``hold``
 (evaluated, not enough evidence or not yet decided), ``promote`` (the candidate becomes the stable
-version), ``rollback`` (the candidate is dropped). The current state is read back from the newest row,
-so a restarted gateway serves what it served before. ``stats`` is the evidence as JSON: the sessions and
-mean outcome per arm, and where each arm's weights live (``weights``: an adapter folder, so a restarted
-engine can load them again). The per-arm statistics read ``sessions`` (``deployments.py`` writes it).
-The table is in ``schema.py``.
+version), ``rollback`` (the candidate is dropped). What they leave serving is production's rule
+(``production/canary_state.py``), read from the newest rows, so a restarted gateway serves what it served
+before. ``stats`` is the evidence as JSON: the sessions and mean outcome per arm, and where each arm's
+weights live (``weights``: an adapter folder, so a restarted engine can load them again). The per-arm statistics read ``sessions`` (``deployments.py`` writes it).
+A feature store of production mode: the core record does not import it; ``assembly.py`` mixes it in.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
 from harnessrl.store.mixin import SqlMixin
+from harnessrl.store.schema import StoreFeature
 
 if TYPE_CHECKING:
     from harnessrl.store.rows import RowLike
+
+#: Every decision about which version serves which fraction of a deployment's sessions: ``start`` (a
+#: candidate begins serving ``fraction``), ``promote``, ``rollback``, ``hold`` (evaluated, not yet decided);
+#: ``stats`` is the evidence (sessions and mean outcome per arm) as JSON.
+_CANARY_DECISIONS = """CREATE TABLE IF NOT EXISTS canary_decisions (
+    deployment TEXT NOT NULL REFERENCES deployments (name),
+    decision_index INTEGER NOT NULL,
+    action TEXT NOT NULL,
+    stable_version INTEGER NOT NULL,
+    candidate_version INTEGER,
+    fraction DOUBLE PRECISION NOT NULL,
+    stats TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (deployment, decision_index)
+)"""
 
 #: The actions of ``canary_decisions``; ``promote`` and ``rollback`` end a canary.
 ACTIONS = ("start", "hold", "promote", "rollback")
@@ -50,30 +66,6 @@ class CanaryDecision:
     reason: str
     created_at: float = 0.0
     index: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class CanaryState:
-    """What serves a deployment now, read from its newest decision.
-
-    ``stable_version`` None: no decision yet (the gateway's own version serves everything).
-    ``candidate_version`` is set while a canary runs (after ``start`` or ``hold``); ``started_at`` is when
-    it started (per-arm statistics count sessions created since then). ``weights`` maps ``stable`` and
-    ``candidate`` to their adapter folders (None: the engine's own model, or weights held in memory only)
-    and ``stable_model``/``candidate_model`` to the model names the engines serve them under (None: the
-    gateway's default model).
-    """
-
-    stable_version: int | None = None
-    candidate_version: int | None = None
-    fraction: float = 0.0
-    started_at: float | None = None
-    weights: dict[str, Any] = field(default_factory=dict)
-    last: CanaryDecision | None = None
-
-    @property
-    def running(self) -> bool:
-        return self.candidate_version is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,28 +102,10 @@ def _decision(r: RowLike) -> CanaryDecision:
                           r["decision_index"])  # fmt: skip
 
 
-def state_of(decisions: Sequence[CanaryDecision]) -> CanaryState:
-    """The serving state after ``decisions`` (oldest first): what the newest one left running."""
-    if not decisions:
-        return CanaryState()
-    last = decisions[-1]
-    weights = dict(last.stats.get("weights") or {})
-    if last.action in ("start", "hold"):
-        start = next((d for d in reversed(decisions) if d.action == "start"), last)
-        return CanaryState(last.stable_version, last.candidate_version, last.fraction, start.created_at,
-                           weights, last)
-    if last.action == "promote":
-        return CanaryState(last.candidate_version, None, 0.0, None, _stable_weights(weights, "candidate"), last)
-    return CanaryState(last.stable_version, None, 0.0, None, _stable_weights(weights, "stable"), last)
-
-
-def _stable_weights(weights: dict[str, Any], arm: str) -> dict[str, Any]:
-    """What the stable arm serves after a promote (the candidate's) or a rollback (the stable one's)."""
-    return {"stable": weights.get(arm), "stable_model": weights.get(f"{arm}_model")}
-
-
 class CanaryMixin(SqlMixin):
     """The canary methods of ``SqlStore`` drivers (mixed in before ``SqlStore``)."""
+
+    FEATURE = StoreFeature("production canary", 4, (_CANARY_DECISIONS,))
 
     def add_canary_decision(self, decision: CanaryDecision, expected_index: int | None = None) -> CanaryDecision:
         """Record one decision, numbered after the deployment's last one; returns it numbered and timed.
@@ -169,18 +143,19 @@ class CanaryMixin(SqlMixin):
                    f" LIMIT {int(limit)}")
             return [_decision(r) for r in reversed(conn.execute(sql, (deployment,)).fetchall())]
 
-    def canary_state(self, deployment: str) -> CanaryState:
-        """What serves the deployment now (from its newest decision and the latest ``start``)."""
+    def latest_canary_decisions(self, deployment: str) -> list[CanaryDecision]:
+        """What the deployment's serving state is read from (``production/canary_state.py``): its latest
+        ``start`` (when it has one) and its newest decision, oldest first; empty before its first decision."""
         p = self.P
         with self._read() as conn:
             last = conn.execute(f"SELECT * FROM canary_decisions WHERE deployment = {p} ORDER BY decision_index"
                                 " DESC LIMIT 1", (deployment,)).fetchone()  # fmt: skip
             if last is None:
-                return CanaryState()
+                return []
             start = conn.execute(f"SELECT * FROM canary_decisions WHERE deployment = {p} AND action = 'start'"
                                  " ORDER BY decision_index DESC LIMIT 1", (deployment,)).fetchone()  # fmt: skip
         decisions = [_decision(start)] if start is not None else []
-        return state_of([*decisions, _decision(last)])
+        return [*decisions, _decision(last)]
 
     def arm_stats(self, deployment: str, since: float) -> list[ArmStats]:
         """Per (arm, version): the deployment's sessions created at or after ``since``, those with a decided
@@ -198,3 +173,16 @@ class CanaryMixin(SqlMixin):
         return [ArmStats(r["arm"], int(r["policy_version"]), int(r["n"]), int(r["d"] or 0),
                          None if r["m"] is None else float(r["m"]),
                          None if r["m2"] is None else float(r["m2"])) for r in rows]
+
+
+class CanaryStore(Protocol):
+    """What production's canary reads and writes of a store (``CanaryMixin`` has it)."""
+
+    def add_canary_decision(self, decision: CanaryDecision, expected_index: int | None = None) -> CanaryDecision:
+        ...
+
+    def canary_decisions(self, deployment: str, limit: int | None = None) -> list[CanaryDecision]: ...
+
+    def latest_canary_decisions(self, deployment: str) -> list[CanaryDecision]: ...
+
+    def arm_stats(self, deployment: str, since: float) -> list[ArmStats]: ...

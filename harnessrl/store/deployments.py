@@ -6,7 +6,7 @@ stored as SHA-256 hashes only: the key itself is shown once, by the admin API th
 is opened on its first call in one transaction -- with its rollout (``running``) when it is recorded --
 so two gateways opening the same session agree on one row. Later calls only ``touch`` it (call count,
 last call, and so the end of its feedback window), in batches. Windows and outcomes: ``feedback.py``.
-Tables: ``schema.py``.
+A feature store of production mode: the core record does not import it; ``assembly.py`` mixes it in.
 """
 
 from __future__ import annotations
@@ -22,10 +22,53 @@ import orjson
 from harnessrl.store.base import AlreadyExists
 from harnessrl.store.feedback import OPEN
 from harnessrl.store.mixin import SqlMixin
+from harnessrl.store.schema import StoreFeature
 from harnessrl.types import RolloutStatus
 
 if TYPE_CHECKING:
     from harnessrl.store.rows import RowLike
+
+#: Production mode (``harnessrl/production/``, docs/production.md). A deployment is an application served
+#: by the gateway; its recorded sessions are rollouts of the deployment's own run (``run_id``), so export,
+#: inspection and training read them as they read any rollout. Keys are stored as SHA-256 hashes only.
+_DEPLOYMENTS = """CREATE TABLE IF NOT EXISTS deployments (
+    name TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL REFERENCES runs (id),
+    config TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+)"""
+_APP_KEYS = """CREATE TABLE IF NOT EXISTS app_keys (
+    id TEXT PRIMARY KEY,
+    deployment TEXT NOT NULL REFERENCES deployments (name),
+    key_hash TEXT NOT NULL UNIQUE,
+    label TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    revoked_at DOUBLE PRECISION
+)"""
+#: One conversation of a deployed application. ``id`` is the application's session id (header or path) or
+#: a conversation-prefix digest; ``rollout_id`` is set only when the session is recorded (sampled
+#: recording); ``arm`` (``stable`` | ``canary``) and ``policy_version`` say what served it. When its feedback
+#: window closes, ``outcome`` holds the combined feedback and ``outcome_status`` how it was decided
+#: (``open`` -> ``scored`` | ``defaulted`` | ``dropped``); ``trained_version`` is the version whose update used it.
+_SESSIONS = """CREATE TABLE IF NOT EXISTS sessions (
+    deployment TEXT NOT NULL REFERENCES deployments (name),
+    id TEXT NOT NULL,
+    rollout_id TEXT REFERENCES rollouts (id),
+    key_id TEXT NOT NULL,
+    arm TEXT NOT NULL,
+    policy_version INTEGER NOT NULL,
+    recorded INTEGER NOT NULL,
+    calls INTEGER NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    last_call_at DOUBLE PRECISION NOT NULL,
+    feedback_closes_at DOUBLE PRECISION NOT NULL,
+    outcome DOUBLE PRECISION,
+    outcome_status TEXT NOT NULL,
+    trained_version INTEGER,
+    PRIMARY KEY (deployment, id)
+)"""
+_SESSIONS_BY_WINDOW = ("CREATE INDEX IF NOT EXISTS sessions_by_window ON sessions"
+                       " (deployment, outcome_status, feedback_closes_at)")
 
 #: The name of a deployment's run.
 RUN_PREFIX = "production:"
@@ -104,6 +147,8 @@ _KEY_COLUMNS = "id, deployment, label, created_at, revoked_at"  # never key_hash
 
 class DeploymentsMixin(SqlMixin):
     """The deployment, app-key and session methods of ``SqlStore`` drivers (mixed in before it)."""
+
+    FEATURE = StoreFeature("production deployments", 4, (_DEPLOYMENTS, _APP_KEYS, _SESSIONS, _SESSIONS_BY_WINDOW))
 
     # -- deployments ----------------------------------------------------------------------------------
     def create_deployment(self, name: str, config: dict[str, Any]) -> Deployment:

@@ -7,7 +7,8 @@ numbered per session under the session's row lock, as rewards are per rollout. C
 that locks the session*, so a signal is either refused (the window closed) or counted, never lost in
 between; for a recorded session the outcome also becomes a reward named ``feedback`` on its rollout,
 which is closed ``succeeded``. Training marks each session with the version its update produced
-(``trained_version``), or ``STALE`` when the staleness bound dropped it. Tables: ``schema.py``.
+(``trained_version``), or ``STALE`` when the staleness bound dropped it. A feature store of production
+mode (``sessions`` is in ``deployments.py``): the core record does not import it.
 """
 
 from __future__ import annotations
@@ -20,10 +21,22 @@ from typing import TYPE_CHECKING, Any
 from harnessrl.store.base import StoreError
 from harnessrl.store.mixin import SqlMixin
 from harnessrl.store.rules import check_reward_value, check_transition
+from harnessrl.store.schema import StoreFeature
 from harnessrl.types import RolloutStatus
 
 if TYPE_CHECKING:
     from harnessrl.store.rows import RowLike
+
+_FEEDBACK = """CREATE TABLE IF NOT EXISTS feedback (
+    deployment TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    feedback_index INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    value DOUBLE PRECISION NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (deployment, session_id, feedback_index),
+    FOREIGN KEY (deployment, session_id) REFERENCES sessions (deployment, id)
+)"""
 
 #: The reward a closed window writes on a recorded session's rollout.
 FEEDBACK_REWARD = "feedback"
@@ -89,6 +102,8 @@ def _window(r: RowLike) -> SessionWindow:
 
 class FeedbackMixin(SqlMixin):
     """The feedback methods of ``SqlStore`` drivers (mixed in before ``SqlStore``)."""
+
+    FEATURE = StoreFeature("production feedback", 4, (_FEEDBACK,))
 
     def _locked_session(self, conn: Any, deployment: str, session_id: str) -> RowLike:
         sql = f"SELECT {_WINDOW_COLUMNS} FROM sessions WHERE deployment = {self.P} AND id = {self.P}{self.LOCK_ROWS}"

@@ -4,7 +4,8 @@ A judge call in group mode scores several rollouts at once; each rollout gets it
 its reason), the rows share ``call_id``, and only the row at ``position`` 0 holds the prompt and the
 raw answer (the transcripts are in the prompt once, not once per rollout). Rows are numbered per
 rollout under the rollout's lock, as rewards are. ``cache_key`` finds an earlier call that saw the same
-rubric, task and transcripts (``rewards/judge_cache.py``). The table is in ``schema.py``.
+rubric, task and transcripts (``rewards/judge_cache.py``). A feature store: the core record does not import
+it; ``assembly.py`` mixes it into the drivers.
 """
 
 from __future__ import annotations
@@ -13,13 +14,39 @@ import time
 from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harnessrl.store.mixin import SqlMixin
 from harnessrl.store.retention import PurgeCounts
+from harnessrl.store.schema import StoreFeature
 
 if TYPE_CHECKING:
     from harnessrl.store.rows import RowLike
+
+#: What a model judge answered about a rollout (``rewards/judge.py``): never trained. One judge call may
+#: score several rollouts at once (group mode): each gets a row, the rows share ``call_id`` and only
+#: ``position`` 0 keeps the prompt (``request``) and raw answer (``response``). ``status``: ``ok``,
+#: ``cached`` (the score of an earlier call with the same ``cache_key``, nothing paid) or ``error``.
+_TABLE = """CREATE TABLE IF NOT EXISTS judge_calls (
+    rollout_id TEXT NOT NULL REFERENCES rollouts (id),
+    judge_index INTEGER NOT NULL,
+    call_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    mode TEXT NOT NULL,
+    model TEXT NOT NULL,
+    status TEXT NOT NULL,
+    score DOUBLE PRECISION,
+    reason TEXT,
+    error TEXT,
+    attempts INTEGER NOT NULL,
+    latency_s DOUBLE PRECISION,
+    cache_key TEXT NOT NULL,
+    request TEXT,
+    response TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (rollout_id, judge_index)
+)"""
+_CACHE_INDEX = "CREATE INDEX IF NOT EXISTS judge_calls_by_cache ON judge_calls (cache_key, created_at)"
 
 JUDGE_COLUMNS = (
     "rollout_id", "judge_index", "call_id", "position", "mode", "model", "status", "score", "reason",
@@ -55,6 +82,22 @@ class JudgeCall:
     index: int = -1
 
 
+class JudgeCallStore(Protocol):
+    """What the judges read and write of a store (``JudgeCallsMixin`` has it; ``assembly.py``)."""
+
+    def add_judge_calls(self, calls: Sequence[JudgeCall]) -> list[JudgeCall]:
+        """Record one judging's rows (one per rollout it scored) in one transaction, numbered per rollout."""
+
+    def get_judge_calls(self, rollout_id: str) -> list[JudgeCall]:
+        """A rollout's judge calls, oldest first."""
+
+    def judge_call_rows(self, call_id: str) -> list[JudgeCall]:
+        """All rows of one judging by position (position 0 holds its prompt and raw answer)."""
+
+    def cached_judgement(self, cache_key: str) -> list[JudgeCall]:
+        """The rows of the newest answered judging with ``cache_key`` (empty: none)."""
+
+
 def _judge_call(r: RowLike) -> JudgeCall:
     return JudgeCall(r["rollout_id"], r["call_id"], r["position"], r["mode"], r["model"], r["status"], r["score"],
                      r["reason"], r["error"], r["attempts"], r["latency_s"], r["cache_key"], r["request"],
@@ -63,6 +106,8 @@ def _judge_call(r: RowLike) -> JudgeCall:
 
 class JudgeCallsMixin(SqlMixin):
     """The judge-call methods of ``SqlStore`` drivers (mixed in before ``SqlStore``)."""
+
+    FEATURE = StoreFeature("judge calls", 3, (_TABLE, _CACHE_INDEX))
 
     def add_judge_calls(self, calls: Sequence[JudgeCall]) -> list[JudgeCall]:
         """Record the rows of one judging in one transaction; returns them numbered and timed."""

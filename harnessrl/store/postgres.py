@@ -35,11 +35,14 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from harnessrl.store.base import StoreError
-from harnessrl.store.canary import CanaryMixin
-from harnessrl.store.deployments import DeploymentsMixin
-from harnessrl.store.feedback import FeedbackMixin
-from harnessrl.store.judge_calls import JudgeCallsMixin
-from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl
+from harnessrl.store.schema import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    ddl,
+    feature_tables,
+    features_ddl,
+    with_features,
+)
 from harnessrl.store.sql import SqlStore
 
 try:
@@ -81,7 +84,7 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresStore(CanaryMixin, DeploymentsMixin, FeedbackMixin, JudgeCallsMixin, SqlStore):
+class PostgresStore(SqlStore):
     """``Store`` on a PostgreSQL database; safe to share between threads and between processes."""
 
     P = "%s"
@@ -145,11 +148,20 @@ class PostgresStore(CanaryMixin, DeploymentsMixin, FeedbackMixin, JudgeCallsMixi
                 if exists and exists[0]
                 else None
             )
-            if row is not None and row[0] == SCHEMA_VERSION:
+            if row is not None and row[0] == SCHEMA_VERSION and self._features_present(conn):
                 return
-            for stmt in ddl("postgresql"):
+            for stmt in [*ddl("postgresql"), *features_ddl(self.FEATURES)]:
                 conn.execute(stmt)
-            self._upgrade_schema(conn, None if row is None else row[0], SCHEMA_VERSION, MIGRATIONS, self.url)
+            self._upgrade_schema(conn, None if row is None else row[0], SCHEMA_VERSION,
+                                with_features(MIGRATIONS, self.FEATURES), self.url)
+
+    def _features_present(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether the feature stores' tables exist (a database the bare driver created lacks them)."""
+        names = feature_tables(self.FEATURES)
+        if not names:
+            return True
+        found = conn.execute("SELECT " + ", ".join(["to_regclass(%s) IS NOT NULL"] * len(names)), names).fetchone()
+        return found is not None and all(found)
 
     def _pool_or_raise(self) -> ConnectionPool[Any]:
         if self._pool is None:

@@ -1,4 +1,6 @@
-"""The store's tables, written once for SQLite and PostgreSQL.
+"""The core record's tables, written once for SQLite and PostgreSQL; a feature store declares its own
+(``StoreFeature``: judge calls, production's deployments, feedback and canary decisions) and the same
+rules hold for them.
 
 Portable on purpose: ids are TEXT, JSON documents are TEXT (orjson), times are DOUBLE PRECISION Unix
 seconds, arrays are ``{blob}`` (BLOB in SQLite, BYTEA in PostgreSQL) and no autoincrement: every row
@@ -19,9 +21,13 @@ version, latency, ``prompt_len``, ``choices``) stays. ``runs.ended_at`` says a r
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 Dialect = Literal["sqlite", "postgresql"]
+_CREATE_TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)")
 
 #: Bump when the tables change and add the step to ``MIGRATIONS``.
 SCHEMA_VERSION = 5
@@ -29,98 +35,6 @@ SCHEMA_VERSION = 5
 #: ``MIGRATIONS[v]`` upgrades a database from version ``v`` to ``v + 1``.
 _TASK_INDEX = "CREATE INDEX IF NOT EXISTS rollouts_by_task ON rollouts (run_id, task_id, created_at, id)"
 
-#: What a model judge answered about a rollout (``rewards/judge.py``): never trained. One judge call may
-#: score several rollouts at once (group mode): each gets a row, the rows share ``call_id`` and only
-#: ``position`` 0 keeps the prompt (``request``) and raw answer (``response``). ``status``: ``ok``,
-#: ``cached`` (the score of an earlier call with the same ``cache_key``, nothing paid) or ``error``.
-_JUDGE_CALLS = """CREATE TABLE IF NOT EXISTS judge_calls (
-    rollout_id TEXT NOT NULL REFERENCES rollouts (id),
-    judge_index INTEGER NOT NULL,
-    call_id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    mode TEXT NOT NULL,
-    model TEXT NOT NULL,
-    status TEXT NOT NULL,
-    score DOUBLE PRECISION,
-    reason TEXT,
-    error TEXT,
-    attempts INTEGER NOT NULL,
-    latency_s DOUBLE PRECISION,
-    cache_key TEXT NOT NULL,
-    request TEXT,
-    response TEXT,
-    created_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (rollout_id, judge_index)
-)"""
-_JUDGE_CACHE_INDEX = "CREATE INDEX IF NOT EXISTS judge_calls_by_cache ON judge_calls (cache_key, created_at)"
-
-#: Production mode (``harnessrl/production/``, docs/production.md). A deployment is an application served
-#: by the gateway; its recorded sessions are rollouts of the deployment's own run (``run_id``), so export,
-#: inspection and training read them as they read any rollout. Keys are stored as SHA-256 hashes only.
-_DEPLOYMENTS = """CREATE TABLE IF NOT EXISTS deployments (
-    name TEXT PRIMARY KEY,
-    run_id TEXT NOT NULL REFERENCES runs (id),
-    config TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL
-)"""
-_APP_KEYS = """CREATE TABLE IF NOT EXISTS app_keys (
-    id TEXT PRIMARY KEY,
-    deployment TEXT NOT NULL REFERENCES deployments (name),
-    key_hash TEXT NOT NULL UNIQUE,
-    label TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    revoked_at DOUBLE PRECISION
-)"""
-#: One conversation of a deployed application. ``id`` is the application's session id (header or path) or
-#: a conversation-prefix digest; ``rollout_id`` is set only when the session is recorded (sampled
-#: recording); ``arm`` (``stable`` | ``canary``) and ``policy_version`` say what served it. When its feedback
-#: window closes, ``outcome`` holds the combined feedback and ``outcome_status`` how it was decided
-#: (``open`` -> ``scored`` | ``defaulted`` | ``dropped``); ``trained_version`` is the version whose update used it.
-_SESSIONS = """CREATE TABLE IF NOT EXISTS sessions (
-    deployment TEXT NOT NULL REFERENCES deployments (name),
-    id TEXT NOT NULL,
-    rollout_id TEXT REFERENCES rollouts (id),
-    key_id TEXT NOT NULL,
-    arm TEXT NOT NULL,
-    policy_version INTEGER NOT NULL,
-    recorded INTEGER NOT NULL,
-    calls INTEGER NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    last_call_at DOUBLE PRECISION NOT NULL,
-    feedback_closes_at DOUBLE PRECISION NOT NULL,
-    outcome DOUBLE PRECISION,
-    outcome_status TEXT NOT NULL,
-    trained_version INTEGER,
-    PRIMARY KEY (deployment, id)
-)"""
-_SESSIONS_BY_WINDOW = ("CREATE INDEX IF NOT EXISTS sessions_by_window ON sessions"
-                       " (deployment, outcome_status, feedback_closes_at)")
-_FEEDBACK = """CREATE TABLE IF NOT EXISTS feedback (
-    deployment TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    feedback_index INTEGER NOT NULL,
-    name TEXT NOT NULL,
-    value DOUBLE PRECISION NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (deployment, session_id, feedback_index),
-    FOREIGN KEY (deployment, session_id) REFERENCES sessions (deployment, id)
-)"""
-#: Every decision about which version serves which fraction of a deployment's sessions: ``start`` (a
-#: candidate begins serving ``fraction``), ``promote``, ``rollback``, ``hold`` (evaluated, not yet decided);
-#: ``stats`` is the evidence (sessions and mean outcome per arm) as JSON.
-_CANARY_DECISIONS = """CREATE TABLE IF NOT EXISTS canary_decisions (
-    deployment TEXT NOT NULL REFERENCES deployments (name),
-    decision_index INTEGER NOT NULL,
-    action TEXT NOT NULL,
-    stable_version INTEGER NOT NULL,
-    candidate_version INTEGER,
-    fraction DOUBLE PRECISION NOT NULL,
-    stats TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (deployment, decision_index)
-)"""
-_PRODUCTION = [_DEPLOYMENTS, _APP_KEYS, _SESSIONS, _SESSIONS_BY_WINDOW, _FEEDBACK, _CANARY_DECISIONS]
 
 MIGRATIONS: dict[int, list[str]] = {
     1: [_TASK_INDEX],  # the dashboard filters a run's rollouts by task
@@ -129,9 +43,24 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE rollouts ADD COLUMN purged_at DOUBLE PRECISION",
         "ALTER TABLE calls ADD COLUMN purged_at DOUBLE PRECISION",
     ],
-    3: [_JUDGE_CALLS, _JUDGE_CACHE_INDEX],  # judge calls of a rollout
-    4: _PRODUCTION,  # production mode: deployments, app keys, sessions, feedback, canary
+    3: [],  # judge calls of a rollout: their tables are the feature's (``judge_calls.py``)
+    4: [],  # production mode: deployments, app keys, sessions, feedback, canary (``deployments.py``,
+    #         ``feedback.py``, ``canary.py``)
 }
+
+
+@dataclass(frozen=True)
+class StoreFeature:
+    """The tables a feature store adds to the core record (``assembly.py`` mixes the feature in).
+
+    ``tables``: idempotent DDL (``IF NOT EXISTS``), created with the core tables in a new database;
+    ``added_by``: the ``MIGRATIONS`` step that first added them, run on an older database.
+    """
+
+    name: str
+    added_by: int
+    tables: tuple[str, ...]
+
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -227,14 +156,30 @@ CREATE TABLE IF NOT EXISTS policy_versions (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS policy_versions_unique ON policy_versions (COALESCE(run_id, ''), version);
 CREATE INDEX IF NOT EXISTS policy_versions_by_run ON policy_versions (run_id, version);
-{judge_calls};
-{judge_cache_index};
 """
 
 
 def ddl(dialect: Dialect) -> list[str]:
-    """The CREATE statements for ``dialect``, one per list item (idempotent: IF NOT EXISTS)."""
+    """The core record's CREATE statements for ``dialect``, one per list item (idempotent: IF NOT EXISTS);
+    a driver adds its features' (``features_ddl``)."""
     blob = {"sqlite": "BLOB", "postgresql": "BYTEA"}[dialect]
     text = _TABLES.replace("{blob}", blob).replace("{task_index}", _TASK_INDEX)
-    text = text.replace("{judge_calls}", _JUDGE_CALLS).replace("{judge_cache_index}", _JUDGE_CACHE_INDEX)
-    return [stmt.strip() for stmt in text.split(";") if stmt.strip()] + list(_PRODUCTION)
+    return [stmt.strip() for stmt in text.split(";") if stmt.strip()]
+
+
+def features_ddl(features: Sequence[StoreFeature]) -> list[str]:
+    """The features' CREATE statements, in the order given (a table's references come first)."""
+    return [stmt for f in features for stmt in f.tables]
+
+
+def feature_tables(features: Sequence[StoreFeature]) -> list[str]:
+    """The names of the tables the features create."""
+    return [m.group(1) for stmt in features_ddl(features) if (m := _CREATE_TABLE.match(stmt))]
+
+
+def with_features(migrations: dict[int, list[str]], features: Sequence[StoreFeature]) -> dict[int, list[str]]:
+    """``migrations`` with each feature's tables added to the step that first added them."""
+    out = {v: list(steps) for v, steps in migrations.items()}
+    for f in features:
+        out[f.added_by] = [*out[f.added_by], *f.tables]
+    return out

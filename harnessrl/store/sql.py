@@ -59,6 +59,7 @@ from harnessrl.store.rules import (
     list_rollouts_sql,
     rollout_from_row,
 )
+from harnessrl.store.schema import StoreFeature
 from harnessrl.types import (
     Call,
     CallStatus,
@@ -119,6 +120,8 @@ class SqlStore(Store):
     OCTETS: ClassVar[str]
     #: Several processes write this store (PostgreSQL): per-rollout budgets are checked in it.
     SHARED: ClassVar[bool] = False
+    #: The tables of the feature stores mixed into this driver (``assembly.py``); none in the core.
+    FEATURES: ClassVar[tuple[StoreFeature, ...]] = ()
 
     def __init__(self, *, cache_bytes: int, lock: AbstractContextManager[Any]) -> None:
         """``lock`` guards the sequence cache and the creation clock: the driver's own, or a new one."""

@@ -20,17 +20,13 @@ from typing import Any, Literal
 from urllib.parse import parse_qs
 
 from harnessrl.store.base import NewCall, StoreError
-from harnessrl.store.canary import CanaryMixin
-from harnessrl.store.deployments import DeploymentsMixin
-from harnessrl.store.feedback import FeedbackMixin
-from harnessrl.store.judge_calls import JudgeCallsMixin
-from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl
+from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl, features_ddl, with_features
 from harnessrl.store.sql import SqlStore
 
 Synchronous = Literal["NORMAL", "FULL"]
 
 
-class SqliteStore(CanaryMixin, DeploymentsMixin, FeedbackMixin, JudgeCallsMixin, SqlStore):
+class SqliteStore(SqlStore):
     """``Store`` on one SQLite file (or ``:memory:``, which serves reads from the writer connection)."""
 
     P = "?"
@@ -94,10 +90,11 @@ class SqliteStore(CanaryMixin, DeploymentsMixin, FeedbackMixin, JudgeCallsMixin,
     def _migrate(self, conn: sqlite3.Connection) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for stmt in ddl("sqlite"):
+            for stmt in [*ddl("sqlite"), *features_ddl(self.FEATURES)]:
                 conn.execute(stmt)
             row = conn.execute("SELECT version FROM schema_version").fetchone()
-            self._upgrade_schema(conn, None if row is None else row[0], SCHEMA_VERSION, MIGRATIONS, self.path)
+            self._upgrade_schema(conn, None if row is None else row[0], SCHEMA_VERSION,
+                                with_features(MIGRATIONS, self.FEATURES), self.path)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnessrl.production.canary_state import canary_state
 from harnessrl.store import Store
 from harnessrl.store.canary import ArmStats, CanaryDecision
 
@@ -37,7 +38,7 @@ def deployment_panels(store: Store) -> list[DeploymentPanel]:
 
 
 def deployment_panel(store: Store, name: str, run_id: str) -> DeploymentPanel:
-    st = store.canary_state(name)
+    st = canary_state(store, name)  # type: ignore[arg-type]
     share = st.fraction if st.running else 0.0
     arms = [ServedArm("stable", st.stable_version, st.weights.get("stable_model"), 1.0 - share)]
     stats: list[ArmStats] = []

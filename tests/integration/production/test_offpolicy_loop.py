@@ -22,6 +22,7 @@ from unit.store.conftest import POSTGRES_ENV, _postgres_schema_url
 
 from harnessrl.config import HarnessConfig
 from harnessrl.production.canary import CANARY, STABLE
+from harnessrl.production.canary_state import canary_state
 from harnessrl.production.canary_stats import in_canary
 from harnessrl.production.train import train_production
 from harnessrl.store import open_store
@@ -32,7 +33,7 @@ ADMIN = "admin-secret"
 def _running(store_url: str) -> bool:
     store = open_store(store_url)
     try:
-        return bool(store.canary_state("support").running)  # type: ignore[attr-defined]
+        return bool(canary_state(store, "support").running)  # type: ignore[arg-type]
     except Exception:  # noqa: BLE001 - not created yet
         return False
     finally:
@@ -136,7 +137,7 @@ def test_one_update_from_rated_sessions_becomes_a_canary_candidate(tmp_path: Pat
         actions = [(d.action, d.candidate_version) for d in store.canary_decisions("support")  # type: ignore[attr-defined]
                    if d.action != "hold"]
         assert actions == [("start", 1), ("promote", 1)]  # offered first, served to everyone once promoted
-        assert store.canary_state("support").stable_version == 1  # type: ignore[attr-defined]
+        assert canary_state(store, "support").stable_version == 1  # type: ignore[arg-type]
         for arm, version in ((CANARY, 1), (STABLE, 0)):  # what served each arm's session
             session = store.get_session("support", served[arm])  # type: ignore[attr-defined]
             assert (session.arm, session.policy_version) == (arm, version)

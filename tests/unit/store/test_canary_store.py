@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from harnessrl.production.canary_state import canary_state
 from harnessrl.store import NotFound, Store, open_store
 from harnessrl.store.canary import CanaryDecision
 
@@ -64,27 +65,27 @@ def test_unknown_deployment_and_action_are_refused(store: Store) -> None:
 
 def test_state_follows_the_newest_decision(store: Store) -> None:
     _deployment(store, "a")
-    assert store.canary_state("a").stable_version is None and not store.canary_state("a").running
+    assert canary_state(store, "a").stable_version is None and not canary_state(store, "a").running
     start = store.add_canary_decision(_decision("a", "start", 0, 1, 0.25, stable=None, candidate="/c/v1"))
     store.add_canary_decision(_decision("a", "hold", 0, 1, 0.25, stable=None, candidate="/c/v1"))
-    s = store.canary_state("a")
+    s = canary_state(store, "a")
     assert (s.stable_version, s.candidate_version, s.fraction, s.running) == (0, 1, 0.25, True)
     assert s.started_at == start.created_at  # the start, not the newest hold: statistics count from there
     assert s.weights == {"stable": None, "candidate": "/c/v1"}
     store.add_canary_decision(_decision("a", "promote", 0, 1, 0.25, stable=None, candidate="/c/v1"))
-    s = store.canary_state("a")
+    s = canary_state(store, "a")
     assert (s.stable_version, s.candidate_version, s.fraction, s.running) == (1, None, 0.0, False)
     assert s.weights == {"stable": "/c/v1", "stable_model": None} and s.last is not None
     assert s.last.action == "promote"
     w = {"stable": "/c/v1", "stable_model": "a-v1", "candidate": "/c/v2", "candidate_model": "a-v2"}
     store.add_canary_decision(_decision("a", "start", 1, 2, 0.1, **w))
     store.add_canary_decision(_decision("a", "rollback", 1, 2, 0.1, **w))
-    s = store.canary_state("a")
+    s = canary_state(store, "a")
     assert (s.stable_version, s.candidate_version, s.running) == (1, None, False)
     assert s.weights == {"stable": "/c/v1", "stable_model": "a-v1"}
     store.add_canary_decision(_decision("a", "start", 1, 3, 0.1, **(w | {"candidate_model": "a-v3"})))
     store.add_canary_decision(_decision("a", "promote", 1, 3, 0.1, **(w | {"candidate_model": "a-v3"})))
-    assert store.canary_state("a").weights == {"stable": "/c/v2", "stable_model": "a-v3"}
+    assert canary_state(store, "a").weights == {"stable": "/c/v2", "stable_model": "a-v3"}
 
 
 def test_state_survives_reopening(store_url: str) -> None:
@@ -94,7 +95,7 @@ def test_state_survives_reopening(store_url: str) -> None:
     store.close()
     again = open_store(store_url)
     try:
-        s = again.canary_state("a")
+        s = canary_state(again, "a")
         assert (s.stable_version, s.candidate_version, s.fraction, s.weights["candidate"]) == (2, 3, 0.3, "/c/v3")
     finally:
         again.close()

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harnessrl.store import JudgeCall, NotFound, Store, open_store
+from harnessrl.store import NotFound, Store, open_store
+from harnessrl.store.judge_calls import JudgeCall
 from harnessrl.store.schema import SCHEMA_VERSION
 from harnessrl.types import RolloutStatus
 

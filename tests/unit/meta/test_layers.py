@@ -31,6 +31,10 @@ FORBIDDEN = [
     ("weights", "training"),
     ("weights", "engines"),
     ("store", "gateway"),
+    ("gateway", "production"),
+    ("gateway", "sft"),
+    ("store", "production"),
+    ("store", "rewards"),
 ]
 
 

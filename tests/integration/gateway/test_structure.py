@@ -68,3 +68,16 @@ def test_api_modules_know_nothing_of_budgets_pause_or_store():
     for name in apis:
         assert not graph[name] & forbidden, f"{name} imports {graph[name] & forbidden}"
         assert "harnessrl.store" not in modules[name].read_text()
+
+
+def test_the_gateway_knows_no_judge_and_no_production():
+    """Features plug in (``plugins.py``); of the rewards the gateway knows only the names its reward route
+    refuses (``rewards/posted.py``), never the judges."""
+    bad = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            mods = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            bad += [f"{name} imports {m}" for m in mods
+                    if m.startswith(("harnessrl.rewards.judge", "harnessrl.production", "harnessrl.sft"))]
+    assert not bad, "\n".join(bad)

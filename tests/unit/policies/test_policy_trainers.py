@@ -11,8 +11,8 @@ from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded import EmbeddedEngine
 from harnessrl.models import tiny_model
 from harnessrl.policies.config import PolicyConfig
-from harnessrl.policies.stack import AdapterPublisher, republish
 from harnessrl.policies.trainers import PolicyBatches, PolicyTrainers, policy_training_config
+from harnessrl.stack.policies import AdapterPublisher, republish
 from harnessrl.training.config import LoraConfig, TrainingConfig
 from harnessrl.training.shared_base import share_frozen_base
 from harnessrl.training.train_batch import TrainBatch

@@ -16,6 +16,7 @@ from typing import Any
 from harnessrl.config import HarnessConfig
 from harnessrl.gateway import Gateway, GatewayServer
 from harnessrl.production.plugin import gateway_plugins
+from harnessrl.stack.trainer import make_trainer
 from harnessrl.store import Store
 from harnessrl.ui import mount_dashboard
 
@@ -61,13 +62,13 @@ class Stack:
             model, tokenizer = load_model(config.engine.model, dtype=config.engine.embedded_dtype())
             engine = EmbeddedEngine(model, tokenizer, config.engine)
             if config.policies:  # several policies: one adapter each on this base
-                from harnessrl.policies.stack import trained
+                from harnessrl.stack.policies import trained
 
                 engine.register_adapters(trained(config))
             engine_server = start_server(engine, owns_engine=True)
             engines = [engine_server.base_url]
         elif config.engine.kind == "vllm":
-            from harnessrl.engines import vllm_stack
+            from harnessrl.stack import vllm as vllm_stack
 
             engine_server = vllm_stack.start_engine(config)  # launched or attached vLLM servers
             engines = engine_server.urls
@@ -78,14 +79,14 @@ class Stack:
         if not engines:
             raise ValueError('[engine] lists no urls: set kind = "embedded" or urls = ["http://host:port/v1"]')
         if (train or checkpoint is not None) and config.policies:
-            from harnessrl.policies.stack import make_policy_trainers
+            from harnessrl.stack.policies import make_policy_trainers
 
             trainer = make_policy_trainers(config, store, run_id, engine, tokenizer,
                                            vllm=engine_server if config.engine.kind == "vllm" else None)
             if checkpoint is not None:
                 trainer.load_checkpoint(checkpoint)
         elif train or checkpoint is not None:
-            trainer = _make_trainer(config, store, run_id, engine, tokenizer,
+            trainer = make_trainer(config, store, run_id, engine, tokenizer,
                                     vllm=engine_server if config.engine.kind == "vllm" else None)
             if checkpoint is not None:
                 trainer.load_checkpoint(checkpoint)
@@ -97,7 +98,7 @@ class Stack:
                          trainer.policy_version)
         gw_config = config.gateway.model_copy(update={"engines": engines})
         if config.policies:
-            from harnessrl.policies.stack import gateway_policies
+            from harnessrl.stack.policies import gateway_policies
 
             gw_config = gw_config.model_copy(update={"policies": gateway_policies(config),
                                                      "routing": config.routing})
@@ -105,14 +106,14 @@ class Stack:
             # The gateway renders with the served model's own tokenizer (token-exact mode).
             gw_config.render = gw_config.render.model_copy(update={"tokenizer": config.engine.model})
         if config.engine.kind == "vllm":
-            from harnessrl.engines import vllm_stack
+            from harnessrl.stack import vllm as vllm_stack
 
             gw_config = gw_config.model_copy(update=vllm_stack.gateway_overrides(config, engine_server))
         gateway_app = Gateway(store, gw_config, plugins=gateway_plugins(gw_config, config.production))
         mount_dashboard(gateway_app)  # /ui over the run's store, behind the admin token
         gateway = GatewayServer(gateway_app).start()
         if trainer is not None and config.policies:
-            from harnessrl.policies import stack as policy_stack
+            from harnessrl.stack import policies as policy_stack
 
             policy_stack.attach(trainer, gateway)
             if checkpoint is not None:
@@ -134,33 +135,3 @@ class Stack:
             self.engine_server.close()
         if self.trainer is not None:
             self.trainer.close(failed)
-
-
-def _make_trainer(config: HarnessConfig, store: Store, run_id: str | None, engine: Any, tokenizer: Any,
-                  vllm: Any = None) -> Any:
-    import torch
-
-    from harnessrl.models import load_model
-    from harnessrl.training.shared_base import share_frozen_base, shares_engine_base
-    from harnessrl.training.trainer import Trainer
-    from harnessrl.weights.publish import FolderPublisher, InProcessPublisher
-
-    if engine is not None and shares_engine_base(engine.model, config.training, config.training.lora is not None):
-        model = share_frozen_base(engine.model)  # LoRA on CPU: one copy of the frozen base for both
-    else:
-        if engine is not None and config.training.lora is not None and engine.model.dtype != torch.float32:
-            log.info("the trainer loads its own fp32 copy of the base: the engine serves in %s and training "
-                     "computes in fp32 ([training] dtype = %r)", engine.model.dtype, config.training.dtype)
-        model, tok = load_model(config.engine.model, dtype="float32")
-        tokenizer = tokenizer or tok
-    run_dir = config.run_dir
-    folder = FolderPublisher(run_dir / "policies", tokenizer=tokenizer)
-    publisher: Any = InProcessPublisher(engine) if engine is not None else folder
-    if vllm is not None:
-        from harnessrl.engines.vllm_stack import make_publisher
-
-        publisher = make_publisher(config, folder, vllm)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
-    # store=None: the controller records policy versions itself, after the checkpoint that makes them durable.
-    return Trainer(model, config.training, run_dir=run_dir, publisher=publisher, store=None, run_id=run_id,
-                   pad_token_id=int(pad))

@@ -1,4 +1,4 @@
-"""How ``harnessrl.stack`` runs vLLM (and SGLang) engines: start, pick a publisher, wire the gateway.
+"""How the run's stack runs vLLM engines: start, pick a publisher, wire the gateway.
 
 Kept here so the stack only calls three functions: ``start_engine`` before the gateway starts,
 ``make_publisher`` when the trainer is built, ``attach_gateway`` once the gateway listens.

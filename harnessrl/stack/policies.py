@@ -1,4 +1,4 @@
-"""Wiring several policies into a run's stack: engine adapters, the gateway's routes, one trainer each."""
+"""Wiring several policies (``[policies]``) into a run's stack: engine adapters, the gateway's routes, one trainer each."""
 
 from __future__ import annotations
 

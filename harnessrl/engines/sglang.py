@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 if TYPE_CHECKING:
-    from harnessrl.config import HarnessConfig
+    from harnessrl.engines.config import EngineConfig
 
 MISSING_FOR_TRAINING = (
     "weight publishing to SGLang: a publisher calling POST /load_lora_adapter + /unload_lora_adapter "
@@ -32,21 +32,24 @@ class SglangNotSupported(RuntimeError):
     """The requested SGLang setup needs something harnessrl does not support yet (listed in the message)."""
 
 
-def check_sglang(config: HarnessConfig, *, train: bool, probe: bool = True, timeout_s: float = 30.0) -> None:
-    """Refuse SGLang setups that cannot work, and probe each server for token ids on /v1/completions."""
+def check_sglang(engine: EngineConfig, render_mode: str, *, train: bool, probe: bool = True,
+                 timeout_s: float = 30.0) -> None:
+    """Refuse SGLang setups that cannot work, and probe each server for token ids on /v1/completions.
+
+    ``render_mode`` is the gateway's (``[gateway] render_mode``): SGLang serves only token-exact rendering."""
     missing: list[str] = []
-    if not config.engine.urls:
+    if not engine.urls:
         missing.append("launching SGLang servers (attach only: list them in engine.urls)")
     if train:
         missing.append(MISSING_FOR_TRAINING)
-    if config.gateway.render_mode != "gateway":
+    if render_mode != "gateway":
         missing.append("render_mode 'engine' (SGLang returns chat token ids only without streaming): set "
                        "gateway.render_mode = \"gateway\" so the gateway sends token ids to /v1/completions")
     if missing:
         raise SglangNotSupported("engine.kind = \"sglang\" is not supported yet for this setup; missing: "
                                  + "; ".join(missing) + ". Use engine.kind = \"vllm\" (docs/vllm.md).")
     if probe:
-        for url in config.engine.urls:
+        for url in engine.urls:
             probe_token_ids(url.rstrip("/"), timeout_s)
 
 

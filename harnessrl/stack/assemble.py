@@ -75,7 +75,7 @@ class Stack:
         elif config.engine.kind == "sglang":
             from harnessrl.engines.sglang import check_sglang
 
-            check_sglang(config, train=train or checkpoint is not None)
+            check_sglang(config.engine, config.gateway.render_mode, train=train or checkpoint is not None)
         if not engines:
             raise ValueError('[engine] lists no urls: set kind = "embedded" or urls = ["http://host:port/v1"]')
         if (train or checkpoint is not None) and config.policies:

@@ -17,13 +17,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/ -> `fakes
 
 from fakes.fake_sglang import start_fake_sglang  # noqa: E402
 
-from harnessrl.config import HarnessConfig  # noqa: E402
+from harnessrl.engines.config import EngineConfig  # noqa: E402
 from harnessrl.engines.sglang import SglangNotSupported, check_sglang  # noqa: E402
 
 
-def _config(url: str) -> HarnessConfig:
-    return HarnessConfig.model_validate({"engine": {"kind": "sglang", "urls": [url]},
-                                         "gateway": {"render_mode": "gateway"}})
+def _config(url: str) -> EngineConfig:
+    return EngineConfig(kind="sglang", urls=[url])
 
 
 def test_the_fake_answers_like_sglang() -> None:
@@ -48,7 +47,7 @@ def test_the_fake_answers_like_sglang() -> None:
 def test_probe_accepts_an_sglang_that_returns_token_ids() -> None:
     server, app = start_fake_sglang(served_model_name="qwen")
     try:
-        check_sglang(_config(server.url), train=False)
+        check_sglang(_config(server.url), "gateway", train=False)
         posts = [body for method, path, body in app.requests if (method, path) == ("POST", "/v1/completions")]
         assert len(posts) == 1
         assert posts[0]["model"] == "qwen"  # the served name /v1/models reported
@@ -61,11 +60,11 @@ def test_probe_refuses_an_sglang_release_that_ignores_return_token_ids() -> None
     server, _ = start_fake_sglang(token_ids=False)  # answers 200, without the ids
     try:
         with pytest.raises(SglangNotSupported, match=r"HTTP 200; missing \['prompt_token_ids', 'token_ids'\]"):
-            check_sglang(_config(server.url), train=False)
+            check_sglang(_config(server.url), "gateway", train=False)
     finally:
         server.stop()
 
 
 def test_probe_says_when_sglang_cannot_be_reached() -> None:
     with pytest.raises(SglangNotSupported, match="cannot reach"):
-        check_sglang(_config("http://127.0.0.1:9/v1"), train=False)
+        check_sglang(_config("http://127.0.0.1:9/v1"), "gateway", train=False)

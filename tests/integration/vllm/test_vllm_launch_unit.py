@@ -153,8 +153,7 @@ def test_config_sections_parse_from_toml_shape() -> None:
 
 
 def test_sglang_lists_what_is_missing() -> None:
-    cfg = HarnessConfig.model_validate({"engine": {"kind": "sglang"}, "gateway": {"render_mode": "engine"}})
     with pytest.raises(SglangNotSupported) as info:
-        check_sglang(cfg, train=True, probe=False)
+        check_sglang(EngineConfig(kind="sglang"), "engine", train=True, probe=False)
     msg = str(info.value)
     assert "engine.urls" in msg and "load_lora_adapter" in msg and "render_mode" in msg

@@ -7,6 +7,7 @@ without anyone listing it here. Also the TOML writer every test uses (``tests/ru
 
 from __future__ import annotations
 
+import ast
 import tomllib
 import types
 import typing
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 from run_config import merged, run_config_text, write_run_config
 
+import harnessrl
 from harnessrl.config import ConfigError, HarnessConfig, load_config
 from harnessrl.config_base import ConfigSection
 from harnessrl.engines.config import EngineConfig
@@ -130,6 +132,19 @@ def test_maps_of_the_users_own_keys_stay_free_form(tmp_path: Path) -> None:
     }))
     assert cfg.runner.env["MY_VAR"] == "1" and cfg.runner.kubernetes.labels == {"team": "rl"}
     assert cfg.gateway.pinned_sampling["anything_at_all"] == 2 and cfg.rewards.verifier_env == {"X": "y"}
+
+
+def test_engines_take_their_own_config_not_the_whole_file() -> None:
+    """An engine is built from ``[engine]`` (``EngineConfig``) and what it is handed, never ``HarnessConfig``:
+    no module under harnessrl/engines imports ``harnessrl.config`` (function-level and TYPE_CHECKING imports too)."""
+    engines = Path(harnessrl.__file__).parent / "engines"
+    importers = []
+    for path in sorted(engines.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "harnessrl.config" or isinstance(
+                    node, ast.Import) and any(a.name == "harnessrl.config" for a in node.names):
+                importers.append(f"{path.relative_to(engines)}:{node.lineno}")
+    assert importers == []
 
 
 # -- the writer of every test's run config ------------------------------------------------------------------

@@ -34,7 +34,9 @@ class GatewayLimits(ConfigSection):
     pause_timeout_s: float = Field(
         600.0, gt=0, description="How long a request waits while the gateway is paused before it gets 503."
     )
-    upstream_timeout_s: float = Field(600.0, gt=0, description="Total time allowed for one engine request.")
+    upstream_timeout_s: float = Field(
+        600.0, gt=0, description="Longest an engine request may go without a byte of its answer before the "
+        "engine's health is probed: an engine that answers is slow, not dead, and keeps the request.")
     max_recall_bytes: int = Field(
         256 * 1024 * 1024, ge=0, description="Bytes of a rollout's recorded calls that its Responses calls may "
         "read back, in all, to rebuild a previous_response_id no longer kept in memory; past it such a call is "

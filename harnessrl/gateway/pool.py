@@ -4,6 +4,11 @@ Routing is least-outstanding-requests with rollout affinity: a rollout keeps goi
 served it (its prefix is in that engine's KV cache) unless that engine is much busier than the least
 loaded one. The upstream client is ``upstream.UpstreamClient`` (keep-alive pool, httptools parser): the
 proxy hop is the whole overhead budget, and general-purpose clients cost several times more per request.
+
+Load is not failure. A request is given up only when its engine sends nothing for the upstream timeout
+*and* then fails a health probe; an engine is marked down when it refuses connections, answers its health
+check with an error, or leaves a probe unanswered for ``dead_after_s`` (a stopped or hung process) -- and
+then its requests in flight are failed at once, not when their timeout comes.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ CONNECT_ERRORS = (OSError, TimeoutError)
 #: Exceptions while reading an engine's answer (connection lost, truncated body, timeout).
 STREAM_ERRORS = (OSError, TimeoutError)
 RETRY_STATUSES = frozenset({500, 502, 503, 504})
+#: A health probe unanswered this long means the engine is gone (stopped, hung); a loaded one answers sooner.
+DEAD_AFTER_S = 10.0
 
 
 @dataclass(eq=False)
@@ -52,6 +59,7 @@ class EnginePool:
         health_interval_s: float = 2.0,
         affinity_slack: int = 4,
         timeout_s: float = 600.0,
+        dead_after_s: float = DEAD_AFTER_S,
     ) -> None:
         self.engines = [
             Engine(id=f"engine-{i}", base_url=u.rstrip("/"), model=model) for i, u in enumerate(urls)
@@ -60,6 +68,7 @@ class EnginePool:
         self._health_interval = health_interval_s
         self._slack = affinity_slack
         self._timeout = timeout_s
+        self._dead_after = dead_after_s
         self._affinity: dict[str, Engine] = {}
         self._client: UpstreamClient | None = None
         self._health_task: asyncio.Task | None = None
@@ -112,44 +121,47 @@ class EnginePool:
     # -- upstream requests ----------------------------------------------------------------------------
     async def post(self, engine: Engine, path: str, body: dict) -> UpstreamResponse:
         """POST ``body`` to the engine; the caller reads/iterates and releases the response."""
-        return await self.client.post(engine.base_url + path, orjson.dumps(body))
+        return await self.client.post(engine.base_url + path, orjson.dumps(body),
+                                      stall_check=lambda: self.probe(engine))
 
     # -- health ---------------------------------------------------------------------------------------
-    async def probe(self, engine: Engine, timeout_s: float = 5.0) -> bool:
-        """Whether the engine answers ``GET /health`` with 200 within ``timeout_s`` (it is alive)."""
+    async def probe(self, engine: Engine) -> bool:
+        """Whether the engine answers ``GET /health`` with 200 within ``dead_after_s`` (it is alive)."""
+        return await self._health(engine) is None
+
+    async def _health(self, engine: Engine) -> str | None:
+        """None when the engine answers its health check with 200, else why not."""
         try:
-            r = await self.client.get(engine.root + "/health", timeout_s=timeout_s)
+            r = await self.client.get(engine.root + "/health", timeout_s=self._dead_after)
             await r.read()
             r.release()
-        except Exception:  # noqa: BLE001 - any failure means no
-            return False
-        return r.status == 200
+        except Exception as exc:  # noqa: BLE001 - any failure means unhealthy
+            return f"{type(exc).__name__}: {exc}"
+        return None if r.status == 200 else f"GET /health answered {r.status}"
 
     async def check_health(self) -> None:
         await asyncio.gather(*(self._check(e) for e in self.engines))
 
     async def _check(self, engine: Engine) -> None:
-        try:
-            r = await self.client.get(engine.root + "/health", timeout_s=5)
-            await r.read()
-            r.release()
-            ok = r.status == 200
-            if ok and engine.model is None:
-                r = await self.client.get(engine.base_url + "/models", timeout_s=5)
+        why = await self._health(engine)
+        if why is None and engine.model is None:
+            try:
+                r = await self.client.get(engine.base_url + "/models", timeout_s=self._dead_after)
                 data = orjson.loads(await r.read()).get("data") or []
                 r.release()
                 engine.model = data[0]["id"] if data else None
-        except Exception as exc:  # noqa: BLE001 - any failure means unhealthy
-            ok = False
-            why = f"{type(exc).__name__}: {exc}"
-        else:
-            why = "GET /health did not answer 200"
-        if ok and not engine.healthy:
-            log.info("engine %s (%s) is healthy again", engine.id, engine.base_url)
-        if not ok:
-            self.mark_down(engine, why)
-        else:
+            except Exception as exc:  # noqa: BLE001 - any failure means unhealthy
+                why = f"GET /v1/models: {type(exc).__name__}: {exc}"
+        if why is None:
+            if not engine.healthy:
+                log.info("engine %s (%s) is healthy again", engine.id, engine.base_url)
             engine.healthy = True
+            return
+        self.mark_down(engine, why)
+        if not why.startswith("GET "):  # no answer at all (refused, stopped, hung): its requests cannot finish
+            aborted = self.client.abort(engine.base_url, f"engine {engine.id} is down: {why}")
+            if aborted:
+                log.warning("engine %s: %d requests in flight failed (%s)", engine.id, aborted, why)
 
     async def _health_loop(self) -> None:
         while True:

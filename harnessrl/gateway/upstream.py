@@ -4,13 +4,18 @@ Why not aiohttp/httpx: on these machines the upstream client was the largest sin
 call (measured per request: httpx ~1.5-2 ms CPU, httpcore ~1-1.3 ms, aiohttp ~0.35-0.45 ms). The gateway
 only ever POSTs JSON to a few known engines on a trusted network, so a client that does exactly that --
 pooled connections, Content-Length requests, chunked or sized responses, streaming bodies -- is small.
+
+The timeout is one of progress, not of total time: a loaded engine that keeps sending bytes, or answers its
+health check when asked after ``timeout_s`` without a byte (``stall_check``), is slow, not dead, and keeps
+the request. Only an engine that also fails that check times out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from urllib.parse import urlsplit
 
 import httptools
@@ -38,6 +43,7 @@ class _Conn(asyncio.Protocol):
             self._close()
             return
         self.resp._got_bytes = True
+        self.resp._progress_at = time.monotonic()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
@@ -77,9 +83,13 @@ class _Conn(asyncio.Protocol):
 class UpstreamResponse:
     """One engine response: ``status``, then ``read()`` or ``async for chunk in iter_chunks()``."""
 
-    def __init__(self, conn: _Conn) -> None:
+    def __init__(self, conn: _Conn, timeout_s: float = 600.0,
+                 stall_check: Callable[[], Awaitable[bool]] | None = None) -> None:
         self.status = 0
         self._conn = conn
+        self._timeout_s = timeout_s
+        self._stall_check = stall_check
+        self._progress_at = time.monotonic()
         self._headers: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._chunks: collections.deque[bytes] = collections.deque()
         self._wakeup: asyncio.Future[None] | None = None
@@ -89,9 +99,36 @@ class UpstreamResponse:
         self._got_bytes = False
         self._released = False
         self._timer: asyncio.TimerHandle | None = None
+        self._checking: asyncio.Future[None] | None = None
+
+    def _arm(self, delay: float) -> None:
+        self._timer = asyncio.get_running_loop().call_later(delay, self._timeout)
 
     def _timeout(self) -> None:
-        self._fail(TimeoutError("the engine did not answer within the upstream timeout"))
+        """No byte for ``timeout_s``: ask whether the engine lives (it may be decoding a long answer)."""
+        if self._complete or self._released or self._error is not None:
+            return
+        idle = time.monotonic() - self._progress_at
+        if idle < self._timeout_s:  # progress since the timer was set: wait the rest
+            self._arm(self._timeout_s - idle)
+        elif self._stall_check is None:
+            self._timed_out(f"the engine sent nothing for {idle:.0f}s (upstream timeout)")
+        else:
+            self._checking = asyncio.ensure_future(self._check_stall(idle))
+
+    async def _check_stall(self, idle: float) -> None:
+        assert self._stall_check is not None
+        alive = await self._stall_check()
+        if self._complete or self._released or self._error is not None:
+            return
+        if alive:  # slow, not dead: keep waiting
+            self._progress_at = time.monotonic()
+            self._arm(self._timeout_s)
+        else:
+            self._timed_out(f"the engine sent nothing for {idle:.0f}s and did not answer its health check")
+
+    def _timed_out(self, why: str) -> None:
+        self._fail(TimeoutError(why))
         self._conn._close()
 
     def _push(self, body: bytes) -> None:
@@ -139,6 +176,7 @@ class UpstreamResponse:
             self._timer.cancel()
         conn = self._conn
         conn.resp = None
+        conn.pool.active.discard(conn)
         if self._complete and self._keep_alive and not conn.closed:
             conn.pool.idle.append(conn)
         else:
@@ -149,6 +187,7 @@ class _HostPool:
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
         self.idle: list[_Conn] = []
+        self.active: set[_Conn] = set()  # connections with a request in flight (``abort``)
 
     async def connect(self) -> _Conn:
         loop = asyncio.get_running_loop()
@@ -166,8 +205,12 @@ class UpstreamClient:
 
     async def request(self, method: str, url: str, body: bytes = b"",
                       content_type: bytes = b"application/json",
-                      timeout_s: float | None = None) -> UpstreamResponse:
-        """Send a request; returns once the response headers arrived (the body is read from it)."""
+                      timeout_s: float | None = None,
+                      stall_check: Callable[[], Awaitable[bool]] | None = None) -> UpstreamResponse:
+        """Send a request; returns once the response headers arrived (the body is read from it).
+
+        ``timeout_s`` without a byte of the answer fails it, unless ``stall_check`` (asked then) says the
+        engine lives: then it waits again."""
         timeout = self._timeout if timeout_s is None else timeout_s
         parts = urlsplit(url)
         if parts.scheme != "http":
@@ -186,7 +229,7 @@ class UpstreamClient:
             conn = pool.idle.pop()
             if conn.closed or conn.transport is None or conn.transport.is_closing():
                 continue
-            resp = self._send(conn, payload, timeout)
+            resp = self._send(conn, payload, timeout, stall_check)
             try:
                 await resp._headers
                 return resp
@@ -195,26 +238,46 @@ class UpstreamClient:
                     raise
                 # closed before answering: the request was not processed; try another connection
         conn = await asyncio.wait_for(pool.connect(), self._connect_timeout)
-        resp = self._send(conn, payload, timeout)
+        resp = self._send(conn, payload, timeout, stall_check)
         await resp._headers
         return resp
 
-    async def post(self, url: str, body: bytes) -> UpstreamResponse:
-        return await self.request("POST", url, body)
+    async def post(self, url: str, body: bytes,
+                   stall_check: Callable[[], Awaitable[bool]] | None = None) -> UpstreamResponse:
+        return await self.request("POST", url, body, stall_check=stall_check)
 
     async def get(self, url: str, timeout_s: float | None = None) -> UpstreamResponse:
         return await self.request("GET", url, timeout_s=timeout_s)
 
     @staticmethod
-    def _send(conn: _Conn, payload: bytes, timeout: float) -> UpstreamResponse:
-        resp = UpstreamResponse(conn)
-        resp._timer = asyncio.get_running_loop().call_later(timeout, resp._timeout)
+    def _send(conn: _Conn, payload: bytes, timeout: float,
+              stall_check: Callable[[], Awaitable[bool]] | None = None) -> UpstreamResponse:
+        resp = UpstreamResponse(conn, timeout, stall_check)
+        resp._arm(timeout)
+        conn.pool.active.add(conn)
         conn.resp = resp
         conn.used = True
         conn.parser = httptools.HttpResponseParser(conn)
         assert conn.transport is not None
         conn.transport.write(payload)
         return resp
+
+    def abort(self, url: str, why: str) -> int:
+        """Fail every request in flight to ``url``'s host (its engine is dead); returns how many."""
+        parts = urlsplit(url)
+        pool = self._pools.get((parts.hostname or "127.0.0.1", parts.port or 80))
+        if pool is None:
+            return 0
+        aborted = 0
+        for conn in list(pool.active):
+            if conn.resp is not None and not conn.resp._complete:
+                conn.resp._fail(UpstreamClosed(why))
+                aborted += 1
+            conn._close()
+        for conn in pool.idle:
+            conn._close()
+        pool.idle.clear()
+        return aborted
 
     async def close(self) -> None:
         for pool in self._pools.values():

@@ -1,9 +1,10 @@
 """Failures on the serving side (engine died, no engine, store down) make an attempt ``infra``, not ``agent``.
 
 The gateway records such a call with its HTTP status first (``"502 ..."``, ``"503 no_engine_available:
-..."``); a 4xx (a budget, a bad request) is the harness's own doing. An attempt whose harness stopped at
-such a failure -- it exited non-zero or timed out, or no answered call followed the failure -- says nothing
-about the policy: it must be re-run, never scored 0.
+..."``); a 4xx (a budget, a bad request, a prompt too long, a request a live engine could not serve:
+``gateway/engine_hop.py`` decides by cause) is the harness's own doing, and is scored as configured. An
+attempt whose harness stopped at such a failure -- it exited non-zero or timed out, or no answered call
+followed the failure -- says nothing about the policy: it must be re-run, never scored 0.
 
 Timeouts likewise: an attempt killed at its time limit while a call of its own was still waiting on the
 engine (the gateway records that call ``cancelled`` the moment the harness goes away) timed out because the
@@ -19,7 +20,7 @@ from harnessrl.store.base import Store
 from harnessrl.types import CallStatus
 
 #: How long a timed-out attempt's scoring waits for the gateway to record the call cut off by the kill.
-CUT_OFF_WAIT_S = 2.0
+CUT_OFF_WAIT_S = 5.0  # the gateway records it at once; a machine at load 10 may take seconds
 
 
 def serving_failure(store: Store, result: AttemptResult) -> str | None:

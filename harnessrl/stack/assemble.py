@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.config import HarnessConfig
+from harnessrl.engines.url_check import check_engine_urls
 from harnessrl.gateway import Gateway, GatewayServer
 from harnessrl.production.plugin import gateway_plugins
 from harnessrl.stack.trainer import make_trainer
@@ -54,6 +55,8 @@ class Stack:
     ) -> Stack:
         """Start the engine, the gateway and (when ``train``) the trainer; load ``checkpoint`` if given."""
         engine = engine_server = trainer = tokenizer = None
+        if config.engine.kind != "embedded":  # an engine URL with or without /v1: engines/url_check.py
+            config.engine.urls = check_engine_urls(config.engine.urls)
         engines = list(config.engine.urls)
         if config.engine.kind == "embedded":
             from harnessrl.engines.embedded import EmbeddedEngine, start_server

@@ -149,3 +149,30 @@ def test_the_gateway_command_refuses_a_server_without_models_routes(tmp_path: Pa
         assert proc.returncode == 1
         assert f"harnessrl: engine {root} serves no OpenAI models route" in stderr
         assert "Traceback" not in stderr
+
+
+def test_engine_urls_of_the_run_config_are_checked_when_the_stack_starts(tmp_path: Path) -> None:
+    """``[engine] urls`` (kinds openai, vllm, sglang) go through the same check: the corrected URL is what the
+    gateway forwards to, and what the vLLM/SGLang wiring reads."""
+    from harnessrl.config import HarnessConfig
+    from harnessrl.stack import Stack
+    from harnessrl.store import open_store
+
+    engine = EngineServer(FakeEngine()).start()
+    root = engine.url.removesuffix("/v1")
+    cfg = HarnessConfig.model_validate({"run": {"dir": str(tmp_path / "run")},
+                                        "engine": {"kind": "openai", "urls": [root]},
+                                        "gateway": {"port": 0, "render_mode": "engine"}})
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}")
+    stack = Stack.start(cfg, store, run_id=None, train=False)
+    try:
+        assert cfg.engine.urls == [engine.url]
+        admin = httpx.Client(base_url=stack.gateway_url, headers={"Authorization": f"Bearer {stack.admin_token}"})
+        r = admin.post("/admin/rollouts", json={"task_id": "t", "group_id": "g"}).json()
+        out = httpx.post(r["base_url"] + "/chat/completions", headers={"Authorization": f"Bearer {r['api_key']}"},
+                         json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+        assert out.status_code == 200, out.text
+    finally:
+        stack.close()
+        store.close()
+        engine.stop()

@@ -185,7 +185,7 @@ class TrainingConfig(ConfigSection):
 
     # -- experiment trackers ---------------------------------------------------------------------------
     trackers: list[TrackerName] = Field(
-        default_factory=lambda: ["tensorboard"],
+        default_factory=lambda: list[TrackerName](["tensorboard"]),
         description="Where step metrics and held-out evaluations are mirrored; <run_dir>/metrics.jsonl is "
         "always written. tensorboard: <run_dir>/tb; wandb: a W&B run; mlflow: an MLflow run (without "
         "MLFLOW_TRACKING_URI in <run_dir>/mlflow.db). wandb and mlflow need pip install 'harnessrl[tracking]'; "

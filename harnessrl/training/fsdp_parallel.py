@@ -19,7 +19,7 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -143,7 +143,8 @@ class DistContext:
         """``model.state_dict()`` with full CPU tensors on rank 0 (collective; ``{}`` on other ranks)."""
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
-        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        full: dict[str, Any] = get_model_state_dict(
+            model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         first: dict[int, str] = {}
         for name, param in model.named_parameters(remove_duplicate=False):  # tied weights: one tensor again
             kept = first.setdefault(id(param), name)
@@ -164,7 +165,7 @@ class DistContext:
             return
         full = self.full_state_dict(model)
         if self.is_main:
-            model.state_dict = lambda *args, **kwargs: dict(full)  # type: ignore[method-assign]
+            model.state_dict = lambda *args, **kwargs: dict(full)  # type: ignore[method-assign,assignment]
         try:
             yield model
         finally:
@@ -178,7 +179,7 @@ class DistContext:
         """
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_optimizer_state_dict
 
-        osd = get_optimizer_state_dict(model, optimizer,
+        osd: Any = get_optimizer_state_dict(model, optimizer,
                                        options=StateDictOptions(full_state_dict=True, cpu_offload=True))
         if not osd:
             return {}
@@ -201,8 +202,8 @@ class DistContext:
                    "param_groups": [{**g, "params": [fqns[i] for i in g["params"]]}
                                     for g in optimizer_state["param_groups"]]}
         opts = StateDictOptions(full_state_dict=True, strict=False)
-        set_model_state_dict(model, tensors, options=opts)
-        set_optimizer_state_dict(model, optimizer, by_name, options=opts)
+        set_model_state_dict(model, cast(Any, tensors), options=opts)
+        set_optimizer_state_dict(model, optimizer, cast(Any, by_name), options=opts)
 
     def barrier(self) -> None:
         if self.enabled:
@@ -211,7 +212,8 @@ class DistContext:
 
 def _decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The repeated blocks to shard one by one (a transformers model's ``_no_split_modules`` classes)."""
-    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    get_base = getattr(model, "get_base_model", None)  # peft wrapper
+    base = get_base() if callable(get_base) else model
     names = set(getattr(base, "_no_split_modules", None) or [])
     layers = [m for m in base.modules() if type(m).__name__ in names]
     if not layers:

@@ -66,7 +66,7 @@ def fixed_batch(model: torch.nn.Module, vocab: int, n: int = 8, seed: int = 0) -
 
 #: Variants: full fine-tuning; a LoRA adapter; LoRA with PPO mini-batches, epochs and truncated IS
 #: (several updates per step, the "old" logprobs computed before the first one).
-VARIANTS = {
+VARIANTS: dict[str, dict[str, Any]] = {
     "full": {"lora": None},
     "lora": {},
     "ppo": {"mini_batches": 2, "ppo_epochs": 2, "tis_cap": 2.0},

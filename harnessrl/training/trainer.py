@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -90,7 +90,8 @@ class Trainer:
         model.eval()  # dropout off: trainer logprobs must match the engine's sampling distribution
         if config.gradient_checkpointing:
             # transformers only checkpoints in train mode; zero every dropout instead of relying on eval()
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            model.gradient_checkpointing_enable(  # type: ignore[operator]  # transformers', not nn.Module's
+                gradient_checkpointing_kwargs={"use_reentrant": False})
             model.train()
             for module in model.modules():
                 if isinstance(module, torch.nn.Dropout):
@@ -173,7 +174,7 @@ class Trainer:
         t1 = time.perf_counter()
         for group in self.optimizer.param_groups:  # warmup by updating step: a resumed run continues it
             group["lr"] = cfg.lr * min(1.0, (self.updating_steps + 1) / (cfg.warmup_steps + 1))
-        sums: Counter[str] = Counter()
+        sums = cast("dict[str, float]", Counter())  # float sums; a Counter so a missing metric reads 0
         ref_time = 0.0
         norms: list[float] = []
         rng = random.Random(seed)
@@ -213,7 +214,7 @@ class Trainer:
         return [[token_logprobs(self.model, mb, self.device, self.autocast_dtype)[0] for mb in mbs]
                 for mbs in mine]
 
-    def _accumulate(self, mb: MicroBatch, old_logp: torch.Tensor | None, sums: Counter[str], *,
+    def _accumulate(self, mb: MicroBatch, old_logp: torch.Tensor | None, sums: dict[str, float], *,
                     count: bool) -> float:
         """Forward and backward one micro-batch; add its diagnostics (and, if ``count``, its token counts)
         to ``sums``. Returns the seconds spent on reference logprobs."""
@@ -275,10 +276,10 @@ class Trainer:
     def _reference_logprobs(self, mb: Any) -> torch.Tensor:
         if self.ref_model is not None:
             return token_logprobs(self.ref_model, mb, self.device, self.autocast_dtype)[0]
-        with self.model.disable_adapter():  # LoRA: the base model is the reference
+        with self.model.disable_adapter():  # type: ignore[operator]  # LoRA (peft): the base is the reference
             return token_logprobs(self.model, mb, self.device, self.autocast_dtype)[0]
 
-    def _metrics(self, tb: TrainBatch, samples: list[Sample], sums: Counter[str], n_mb: int,
+    def _metrics(self, tb: TrainBatch, samples: list[Sample], sums: dict[str, float], n_mb: int,
                  grad_norms: list[float], updates: int) -> dict[str, Any]:
         # diagnostics are means over every update's tokens; token counts are the batch's, counted once
         n_tok = max(sums["update_tokens"], 1)

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import httpx
 
@@ -47,6 +47,7 @@ from harnessrl.weights.checkpoints import save_checkpoint_atomic
 from harnessrl.weights.versions import record_policy_version
 
 if TYPE_CHECKING:
+    from harnessrl.store.judge_calls import JudgeCallStore
     from harnessrl.training.train_batch import TrainBatch
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,8 @@ class Controller:
         judge = self.config.rewards.judge
         if judge is not None:
             try:
-                self.judge = make_judge(judge, self.store, policy_urls=self.stack.gateway.gateway.config.engines,
+                # open_store's stores carry every feature store, the judges' included (store/assembly.py)
+                self.judge = make_judge(judge, cast("JudgeCallStore", self.store), policy_urls=self.stack.gateway.gateway.config.engines,
                                         base_dir=self.config.base_dir,
                                         redact_patterns=self.config.gateway.redact_patterns)
                 await self.judge.preflight()

@@ -54,7 +54,10 @@ class Stack:
         checkpoint: Path | None = None,
     ) -> Stack:
         """Start the engine, the gateway and (when ``train``) the trainer; load ``checkpoint`` if given."""
-        engine = engine_server = trainer = tokenizer = None
+        engine: Any = None
+        engine_server: Any = None  # the embedded engine's server, or the vLLM servers
+        trainer: Any = None
+        tokenizer: Any = None
         if config.engine.kind != "embedded":  # an engine URL with or without /v1: engines/url_check.py
             config.engine.urls = check_engine_urls(config.engine.urls)
         engines = list(config.engine.urls)

@@ -67,7 +67,7 @@ def make_policy_trainers(config: HarnessConfig, store: Store, run_id: str | None
     from harnessrl.weights.publish import FolderPublisher
 
     run_dir = config.run_dir
-    base = None
+    base: Any = None  # the trainers' own base when the engine's cannot be shared
     share = engine is not None and shares_engine_base(engine.model, config.training, lora=True)
     if not share:
         base, tok = load_model(config.engine.model, dtype="float32")

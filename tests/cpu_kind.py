@@ -30,7 +30,7 @@ def force_native_bf16() -> None:
         return
     if value not in ("0", "1"):
         raise ValueError(f"{FORCE_ENV} must be 0 or 1, not {value!r}")
-    import harnessrl  # noqa: F401  (bounds the kernel caches before torch loads, as in any other run)
+    import harnessrl  # noqa: F401, I001  (first: bounds the kernel caches before torch loads, as in any run)
     import torch
 
     native = value == "1"

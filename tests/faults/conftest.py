@@ -37,8 +37,8 @@ def engine_procs() -> Iterator:
 def gateway_procs(tmp_path: Path) -> Iterator:
     started: list[GatewayProc] = []
 
-    def make(db_url: str, engines: list[str], config_toml: str = "", port: int | None = None) -> GatewayProc:
-        gw = start_gateway_proc(tmp_path, db_url, engines, config_toml, port, tag=str(len(started)))
+    def make(db_url: str, engines: list[str], config: dict | None = None, port: int | None = None) -> GatewayProc:
+        gw = start_gateway_proc(tmp_path, db_url, engines, config, port, tag=str(len(started)))
         started.append(gw)
         return gw
 

@@ -10,9 +10,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -20,6 +21,8 @@ import orjson
 TESTS = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))  # tests/ -> `fakes` importable
+
+from run_config import write_run_config  # noqa: E402
 
 ADMIN = "faults-admin-token"
 
@@ -96,7 +99,7 @@ class GatewayProc:
                 self.proc.wait()
 
 
-def start_gateway_proc(workdir: Path, db_url: str, engines: list[str], config_toml: str = "",
+def start_gateway_proc(workdir: Path, db_url: str, engines: list[str], config: Mapping[str, Any] | None = None,
                        port: int | None = None, tag: str = "") -> GatewayProc:
     """``harnessrl gateway`` as its own process (stderr in ``workdir``), once it answers."""
     port = port or free_port()
@@ -105,10 +108,8 @@ def start_gateway_proc(workdir: Path, db_url: str, engines: list[str], config_to
            "--port", str(port)]
     for e in engines:
         cmd += ["--engine", e]
-    if config_toml:
-        cfg = workdir / f"gateway-{port}.toml"
-        cfg.write_text(config_toml)
-        cmd += ["--config", str(cfg)]
+    if config:
+        cmd += ["--config", str(write_run_config(workdir / f"gateway-{port}.toml", config))]
     env = {**os.environ, "HARNESSRL_ADMIN_TOKEN": ADMIN}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"))
     gw = GatewayProc(proc, f"http://127.0.0.1:{port}", log)
@@ -143,41 +144,23 @@ def _imports():  # the run's modules are heavy: imported by the tests that use t
     return load_config, Controller, Stack, open_store, load_tasks
 
 
-def write_run_config(tmp_path: Path, engines: list[str], *, timeout_s: float = 60, tasks: list[dict] | None = None,
-                     extra: str = "", max_retries: int = 3, runner_extra: str = "",
-                     gateway_port: int | None = None) -> Path:
-    """A run config over fake engines at ``engines`` whose harness is ``stream_harness.py``."""
+def write_fault_config(tmp_path: Path, engines: list[str], *layers: Mapping[str, Any], timeout_s: float = 60,
+                       tasks: list[dict] | None = None, max_retries: int = 3, gateway_port: int | None = None) -> Path:
+    """``tmp_path / "run.toml"``: a run over fake engines at ``engines`` whose harness is ``stream_harness.py``,
+    with ``layers`` merged on top (``run_config.merged``); its tasks are written to ``tmp_path / "tasks.jsonl"``."""
     gateway_port = gateway_port or free_port()
     tasks = tasks or [{"id": "story", "input": {"question": "tell me a long story"}}]
     (tmp_path / "tasks.jsonl").write_text("".join(orjson.dumps(t).decode() + "\n" for t in tasks))
-    cfg = tmp_path / "run.toml"
-    cfg.write_text(f"""
-[run]
-name = "faults"
-dir = "{tmp_path / 'run'}"
-steps = 1
-tasks_per_step = {len(tasks)}
-attempts_per_task = 1
-eval_at_start = false
-max_retries = {max_retries}
-[tasks]
-train = "{tmp_path / 'tasks.jsonl'}"
-[engine]
-kind = "openai"
-urls = {orjson.dumps(engines).decode()}
-[runner]
-command = ["{sys.executable}", "{HERE / 'stream_harness.py'}"]
-timeout_s = {timeout_s}
-sandbox = "none"
-{runner_extra}
-[rewards]
-exit_code_map = {{0 = 1.0}}
-[gateway]
-port = {gateway_port}
-health_interval_s = 0.2
-{extra}
-""")
-    return cfg
+    return write_run_config(tmp_path / "run.toml", {
+        "run": {"name": "faults", "dir": str(tmp_path / "run"), "steps": 1, "tasks_per_step": len(tasks),
+                "attempts_per_task": 1, "eval_at_start": False, "max_retries": max_retries},
+        "tasks": {"train": str(tmp_path / "tasks.jsonl")},
+        "engine": {"kind": "openai", "urls": engines},
+        "runner": {"command": [sys.executable, str(HERE / "stream_harness.py")], "timeout_s": timeout_s,
+                   "sandbox": "none"},
+        "rewards": {"exit_code_map": {0: 1.0}},
+        "gateway": {"port": gateway_port, "health_interval_s": 0.2},
+    }, *layers)
 
 
 async def collect_one_step(cfg_path: Path, during: Callable[[str], None] | None = None,

@@ -16,7 +16,7 @@ import time
 import httpx
 import orjson
 import pytest
-from faultkit import collect_one_step, write_run_config
+from faultkit import collect_one_step, write_fault_config
 
 from harnessrl.store import open_store
 from harnessrl.types import CallStatus, FailureKind, RolloutStatus
@@ -65,7 +65,7 @@ def test_engine_sigkilled_mid_stream_fails_the_call_cleanly_and_the_next_goes_el
         tmp_path, engine_procs, gateway_procs):
     e1, e2 = engine_procs(*SLOW), engine_procs(*SLOW)
     db = tmp_path / "gw.db"
-    gw = gateway_procs(f"sqlite:///{db}", [e1.url, e2.url], "[gateway]\nhealth_interval_s = 0.2\n")
+    gw = gateway_procs(f"sqlite:///{db}", [e1.url, e2.url], {"gateway": {"health_interval_s": 0.2}})
     r = {**gw.rollout(), "gw": gw.url}
     engines = {"engine-0": e1, "engine-1": e2}  # the gateway names engines in the order it was given them
 
@@ -94,7 +94,7 @@ def test_engine_sigkilled_mid_stream_fails_the_call_cleanly_and_the_next_goes_el
 def test_the_only_engine_dies_calls_fail_fast_then_resume_when_it_is_back(tmp_path, engine_procs, gateway_procs):
     e1 = engine_procs(*SLOW)
     db = tmp_path / "gw.db"
-    gw = gateway_procs(f"sqlite:///{db}", [e1.url], "[gateway]\nhealth_interval_s = 0.2\n")
+    gw = gateway_procs(f"sqlite:///{db}", [e1.url], {"gateway": {"health_interval_s": 0.2}})
     r = {**gw.rollout(), "gw": gw.url}
     engines = {"engine-0": e1}
     _, last, took, _ = stream_until_killed(r, engines, "story")
@@ -133,7 +133,7 @@ def test_the_controller_classifies_an_engine_death_as_infra_and_reruns_the_attem
                 return
             time.sleep(0.02)
 
-    good, everything = asyncio.run(collect_one_step(write_run_config(tmp_path, [e1.url, e2.url]),
+    good, everything = asyncio.run(collect_one_step(write_fault_config(tmp_path, [e1.url, e2.url]),
                                                     during=kill_the_busy_engine))
     assert len(everything) == 2, [(r.status, r.failure_kind, r.error) for r in everything]
     failed = [r for r in everything if r.failure_kind == FailureKind.INFRA]

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration" / "ku
 
 kmock = pytest.importorskip("kmock")
 from fakes.fake_engine import EngineServer, FakeEngine  # noqa: E402
-from faultkit import write_run_config  # noqa: E402
+from faultkit import write_fault_config  # noqa: E402
 from k8s_cluster import JOBS, NS, TEMPLATE, Cluster, FaultyCluster  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.asyncio, pytest.mark.timeout(300)]
@@ -61,16 +61,11 @@ async def job_names(cluster: Cluster) -> list[str]:
 async def test_a_restarted_controller_reattaches_to_its_jobs_and_reruns_nothing(cluster, tmp_path):
     engine = EngineServer(FakeEngine()).start()
     try:
-        k8s = f"""
-[runner.kubernetes]
-api_server = "{cluster.url}"
-namespace = "{NS}"
-api_retry_backoff_s = 0.01
-api_timeout_s = 5
-job_template = '''{TEMPLATE}'''
-"""
-        cfg = write_run_config(tmp_path, [engine.url], timeout_s=600, runner_extra='kind = "kubernetes"', extra=k8s,
-                               tasks=[{"id": "a", "input": {"question": "a"}}, {"id": "b", "input": {"question": "b"}}])
+        k8s = {"runner": {"kind": "kubernetes", "kubernetes": {
+            "api_server": cluster.url, "namespace": NS, "api_retry_backoff_s": 0.01, "api_timeout_s": 5,
+            "job_template": TEMPLATE}}}
+        tasks = [{"id": "a", "input": {"question": "a"}}, {"id": "b", "input": {"question": "b"}}]
+        cfg = write_fault_config(tmp_path, [engine.url], k8s, timeout_s=600, tasks=tasks)
         first = await controller(cfg)
         for _ in range(600):
             if len(await job_names(cluster)) == 2 or first.returncode is not None:

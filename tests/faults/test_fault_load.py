@@ -17,7 +17,7 @@ import time
 
 import httpx
 import pytest
-from faultkit import collect_one_step, write_run_config
+from faultkit import collect_one_step, write_fault_config
 
 from harnessrl.gateway.pool import DEAD_AFTER_S
 from harnessrl.types import FailureKind, RolloutStatus
@@ -32,8 +32,8 @@ UPSTREAM_TIMEOUT_S = 1.0  # far below a slowed call: the old total-time timeout 
 def test_an_engine_slowed_tenfold_keeps_serving_with_no_infra_attempt(tmp_path, engine_procs, caplog):
     engine = engine_procs(*SLOWED)  # 2.5 s before the first byte (queued), then ten times slower tokens
     tasks = [{"id": f"t{i}", "input": {"question": f"story {i}"}} for i in range(3)]
-    cfg = write_run_config(tmp_path, [engine.url], tasks=tasks, max_retries=1,
-                           extra=f"[gateway.limits]\nupstream_timeout_s = {UPSTREAM_TIMEOUT_S}\n")
+    cfg = write_fault_config(tmp_path, [engine.url], {"gateway": {"limits": {"upstream_timeout_s": UPSTREAM_TIMEOUT_S}}},
+                             tasks=tasks, max_retries=1)
     stats: dict = {}
     with caplog.at_level(logging.WARNING, logger="harnessrl.gateway"):
         good, everything = asyncio.run(collect_one_step(cfg, stats=stats))
@@ -52,7 +52,7 @@ def healthy(gw_url: str) -> dict[str, int]:
 def test_a_sigstopped_engine_is_marked_down_and_its_call_failed_within_seconds(tmp_path, engine_procs,
                                                                              gateway_procs):
     engine = engine_procs("--completion-len", "400", "--token-delay", "0.05")  # a 20 s stream
-    gw = gateway_procs(f"sqlite:///{tmp_path / 'gw.db'}", [engine.url], "[gateway]\nhealth_interval_s = 0.2\n")
+    gw = gateway_procs(f"sqlite:///{tmp_path / 'gw.db'}", [engine.url], {"gateway": {"health_interval_s": 0.2}})
     r = gw.rollout()
     first_bytes, ended = threading.Event(), {}
 

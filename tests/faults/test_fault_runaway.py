@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 
 BUDGET = 100  # calls per rollout
 BODY_MAX = 512 * 1024
-LIMITS = f"[gateway.limits]\nmax_calls_per_rollout = {BUDGET}\nmax_body_bytes = {BODY_MAX}\n"
+LIMITS = {"gateway": {"limits": {"max_calls_per_rollout": BUDGET, "max_body_bytes": BODY_MAX}}}
 LOOP_CALLS, BIG_PROMPTS, SILENT_STREAMS = 2000, 20, 1000
 
 
@@ -135,7 +135,7 @@ def test_old_previous_response_ids_are_read_back_within_a_budget(tmp_path, engin
     names old ones in a loop is refused once its read-backs used ``max_recall_bytes``."""
     engine = engine_procs()
     gw = gateway_procs(f"sqlite:///{tmp_path / 'gw.db'}", [engine.url],
-                       "[gateway.limits]\nmax_recall_bytes = 40000\n")
+                       {"gateway": {"limits": {"max_recall_bytes": 40000}}})
     r = gw.rollout("recall")
     ids = []
     for i in range(8):  # a chain: each call continues the last (kept in memory)
@@ -161,8 +161,8 @@ def test_an_open_rollouts_render_history_is_bounded(tmp_path, engine_procs, gate
     long prompts call after call is refused once its history holds ``max_history_tokens``."""
     engine = engine_procs()
     gw = gateway_procs(f"sqlite:///{tmp_path / 'gw.db'}", [engine.url],
-                       '[gateway]\nrender_mode = "gateway"\n[gateway.render]\ntokenizer = "tiny"\n'
-                       "max_history_tokens = 3000\n")
+                       {"gateway": {"render_mode": "gateway",
+                                    "render": {"tokenizer": "tiny", "max_history_tokens": 3000}}})
     r = gw.rollout("history")
     headers = {"Authorization": f"Bearer {r['api_key']}"}
     statuses = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from faultkit import collect_one_step, write_run_config
+from faultkit import collect_one_step, write_fault_config
 
 from harnessrl.types import FailureKind, RolloutStatus
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 
 def test_a_timeout_while_queued_behind_the_engine_is_infra_and_rerun(tmp_path, engine_procs):
     engine = engine_procs("--delay", "30")  # every request waits 30 s: an engine far behind its queue
-    cfg = write_run_config(tmp_path, [engine.url], timeout_s=3, max_retries=1)
+    cfg = write_fault_config(tmp_path, [engine.url], timeout_s=3, max_retries=1)
     good, everything = asyncio.run(collect_one_step(cfg))
     assert not good
     assert len(everything) == 2, "the infra timeout was not re-run (once: max_retries = 1)"
@@ -31,8 +31,8 @@ def test_a_timeout_while_queued_behind_the_engine_is_infra_and_rerun(tmp_path, e
 
 def test_a_timeout_doing_its_own_work_is_agent(tmp_path, engine_procs):
     engine = engine_procs()
-    cfg = write_run_config(tmp_path, [engine.url], timeout_s=3, max_retries=1,
-                           tasks=[{"id": "busy", "input": {"question": "hi", "mode": "work", "work_s": 30}}])
+    cfg = write_fault_config(tmp_path, [engine.url], timeout_s=3, max_retries=1,
+                             tasks=[{"id": "busy", "input": {"question": "hi", "mode": "work", "work_s": 30}}])
     good, everything = asyncio.run(collect_one_step(cfg))
     assert len(everything) == 1, "an agent timeout was re-run"
     (r,) = everything

@@ -53,10 +53,10 @@ def answered(url: str, rollout_id: str) -> tuple[int, int]:
 @pytest.mark.parametrize("budget", ["calls", "tokens"])
 def test_per_rollout_budgets_hold_across_two_gateways(pg_url, engine_procs, gateway_procs, budget):
     engine = engine_procs("--completion-len", "12")  # 13 tokens a call
-    limits = ("max_calls_per_rollout = 10" if budget == "calls" else "max_tokens_per_rollout = 100")
-    toml = f"[gateway.limits]\n{limits}\n"
-    a = gateway_procs(pg_url, [engine.url], toml)
-    b = gateway_procs(pg_url, [engine.url], toml)
+    limits = {"max_calls_per_rollout": 10} if budget == "calls" else {"max_tokens_per_rollout": 100}
+    config = {"gateway": {"limits": limits}}
+    a = gateway_procs(pg_url, [engine.url], config)
+    b = gateway_procs(pg_url, [engine.url], config)
     r = a.rollout()
     base_b = r["base_url"].replace(a.url, b.url)
     statuses = asyncio.run(spread([r["base_url"], base_b], r["api_key"], 30))

@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))  # faultkit, engine_proc
 
-from faultkit import EngineProc, collect_one_step, free_port, write_run_config  # noqa: E402
+from faultkit import EngineProc, collect_one_step, free_port, write_fault_config  # noqa: E402
 
 from harnessrl.store import open_store  # noqa: E402
 from harnessrl.types import CallStatus, FailureKind  # noqa: E402
@@ -30,10 +30,8 @@ HARNESS = Path(__file__).with_name("dodge_harness.py")
 def test_a_harness_that_provokes_a_serving_error_gets_its_zero_and_no_rerun(tmp_path, mode, status):
     engine = EngineProc(free_port(), ["--context-window", "2000", "--strict-logit-bias"]).start()
     try:
-        cfg = write_run_config(tmp_path, [engine.url], max_retries=2,
-                               tasks=[{"id": "dodge", "input": {"question": "2+2?", "mode": mode}}])
-        faults_harness = str(Path(__file__).parents[1] / "faults" / "stream_harness.py")
-        cfg.write_text(cfg.read_text().replace(faults_harness, str(HARNESS)))
+        cfg = write_fault_config(tmp_path, [engine.url], {"runner": {"command": [sys.executable, str(HARNESS)]}},
+                                 max_retries=2, tasks=[{"id": "dodge", "input": {"question": "2+2?", "mode": mode}}])
         stats: dict = {}
         good, everything = asyncio.run(collect_one_step(cfg, stats=stats))
     finally:

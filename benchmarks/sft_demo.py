@@ -74,9 +74,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from harnessrl.config import load_config
+    from harnessrl.drivers.rl import collect
+    from harnessrl.drivers.sft import run_sft
     from harnessrl.models import load_tokenizer
-    from harnessrl.run import collect
-    from harnessrl.sft.run import run_sft
     from harnessrl.types import TaskSplit
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="sft-demo-"))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 import httpx
 
 from harnessrl.config import HarnessConfig
-from harnessrl.gateway.redact import Redactor
+from harnessrl.redaction.text import Redactor
 from harnessrl.rewards import close_rollout, score_attempt
 from harnessrl.rewards.judge import Judge, JudgeSetupError, Verdict, make_judge
 from harnessrl.rewards.outcome import rollout_reward
@@ -514,7 +514,7 @@ class Controller:
             await asyncio.to_thread(self._raise_if_all_infra, step)
         rollouts, stale = self._drop_stale(rollouts, trainer.policy_version)
         t1 = time.perf_counter()
-        if self.batch_builder is not None:  # the run's mode: rft or distill (harnessrl/sft/batches.py)
+        if self.batch_builder is not None:  # the run's mode: rft or distill (harnessrl/sft/batches.py, picked by drivers/rl.py)
             if self.batch_builder.objective != "policy_gradient":
                 trainer.objective = self.batch_builder.objective
             batch = await asyncio.to_thread(self.batch_builder, self.store, rollouts)

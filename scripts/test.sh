@@ -14,7 +14,7 @@ if [ "${CI:-}" = "true" ]; then export HARNESSRL_FAIL_ON_SKIP=1; bash scripts/cl
 # on 2 cores with a cold .mypy_cache, seconds after.
 .venv/bin/ruff check harnessrl tests benchmarks
 .venv/bin/python -m mypy harnessrl/gateway harnessrl/store harnessrl/training harnessrl/stack harnessrl/sft harnessrl/entrypoints \
-  harnessrl/controller.py harnessrl/run.py harnessrl/run_lifecycle.py harnessrl/cli.py
+  harnessrl/drivers harnessrl/redaction harnessrl/controller.py harnessrl/cli.py
 .venv/bin/python -m pytest -q -m "not slow and not vllm" "$@"
 if [ "${CI:-}" = "true" ] || [ "${HARNESSRL_ALL_TESTS:-}" = "1" ]; then
   bash scripts/clis.sh   # idempotent; HARNESSRL_ALL_TESTS=1 outside CI installs them here

@@ -19,7 +19,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harnessrl.run import run_collect
+    from harnessrl.drivers.rl import run_collect
     from harnessrl.types import TaskSplit
 
     checkpoint = Path(args.checkpoint).resolve() if args.checkpoint else None

@@ -36,7 +36,7 @@ def train_config(args: argparse.Namespace) -> HarnessConfig:
 
 def drive(name: str, job: Callable[[], T]) -> T:
     """Run a train/collect job: the user's errors and Ctrl-C become one line, not a traceback."""
-    from harnessrl.run import RUN_ERRORS
+    from harnessrl.drivers.rl import RUN_ERRORS
 
     try:
         return job()

@@ -17,7 +17,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harnessrl.sft.run import SftError, run_sft
+    from harnessrl.drivers.sft import SftError, run_sft
 
     config = train_config(args)
     try:

@@ -18,7 +18,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harnessrl.run import run_train
+    from harnessrl.drivers.rl import run_train
 
     config = train_config(args)
     summary = drive("train", lambda: run_train(config))

@@ -1,11 +1,12 @@
 """The batch builders a run's mode hands the controller instead of RL's: rejection sampling (``[run] mode =
-"rft"``) and on-policy distillation (``"distill"``). ``batch_builder`` picks one for a config; ``None`` leaves
-the controller its own (group advantages, success replay, one batch per policy with ``[policies]``)."""
+"rft"``) and on-policy distillation (``"distill"``). The driver picks one by mode (``drivers/rl.py``,
+``batch_builder``); without one the controller builds its own (group advantages, success replay, one batch
+per policy with ``[policies]``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from harnessrl.sft.config import DistillConfig
 from harnessrl.sft.distill import Teacher, distill_batch, make_teacher
@@ -14,10 +15,6 @@ from harnessrl.store import Store
 from harnessrl.training.config import SampleConfig
 from harnessrl.training.train_batch import TrainBatch
 from harnessrl.types import Rollout
-
-if TYPE_CHECKING:
-    from harnessrl.config import HarnessConfig
-    from harnessrl.controller import BatchBuilder
 
 
 class RftBatches:
@@ -45,14 +42,3 @@ class DistillBatches:
         if self.teacher is None:
             self.teacher = make_teacher(self.config)
         return distill_batch(store, rollouts, self.teacher, self.samples)
-
-
-def batch_builder(config: HarnessConfig) -> BatchBuilder | None:
-    """The builder ``[run] mode`` asks for. With ``[policies]`` distillation keeps the per-policy batches
-    (one batch each, as before this seam existed); rejection sampling replaces them."""
-    if config.run.mode == "rft":
-        threshold = 1.0 if config.sft.min_reward is None else config.sft.min_reward
-        return RftBatches(threshold, config.training.samples)
-    if config.run.mode == "distill" and not config.policies:
-        return DistillBatches(config.distill, config.training.samples)
-    return None

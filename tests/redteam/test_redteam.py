@@ -245,7 +245,7 @@ def test_through_harnessrl_collect_the_run_files_are_hidden(tmp_path: Path) -> N
     """The same harness under ``harnessrl collect`` (controller, stack, embedded model): the controller's own
     list of what to hide covers the store, run directory, task and config files and the hidden tests."""
     from harnessrl.config import load_config
-    from harnessrl.run import run_collect
+    from harnessrl.drivers.rl import run_collect
     from harnessrl.types import TaskSplit
 
     project = tmp_path / "project"

@@ -16,8 +16,8 @@ import pytest
 from run_config import TINY_LORA, write_run_config
 
 from harnessrl.config import load_config
+from harnessrl.drivers.rl import run_train
 from harnessrl.rewards.outcome import rollout_reward
-from harnessrl.run import run_train
 from harnessrl.store import open_store
 
 HERE = Path(__file__).resolve().parent

@@ -17,8 +17,8 @@ from fakes.scripted_judge import ScriptedJudge
 from run_config import TINY_ENGINE, TINY_LORA, write_run_config
 
 from harnessrl.config import load_config
+from harnessrl.drivers.rl import run_train
 from harnessrl.inspection.terminal import print_rollout
-from harnessrl.run import run_train
 from harnessrl.store import open_store
 
 HERE = Path(__file__).resolve().parent

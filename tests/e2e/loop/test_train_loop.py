@@ -19,7 +19,7 @@ from run_config import write_run_config
 
 from harnessrl.config import load_config
 from harnessrl.controller import StepFailed
-from harnessrl.run import run_collect, run_train
+from harnessrl.drivers.rl import run_collect, run_train
 from harnessrl.runners.preflight import CommandNotFound
 from harnessrl.store import open_store
 from harnessrl.types import FailureKind, RolloutStatus, TaskSplit

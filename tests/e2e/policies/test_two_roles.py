@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harnessrl.config import load_config
-from harnessrl.run import run_train
+from harnessrl.drivers.rl import run_train
 from harnessrl.store import open_store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,8 +13,8 @@ import torch
 from run_config import TINY_ENGINE, write_run_config
 
 from harnessrl.config import load_config
+from harnessrl.drivers.rl import run_train
 from harnessrl.models import load_model
-from harnessrl.run import run_train
 from harnessrl.sft.distill import LocalTeacher
 from harnessrl.store import open_store
 from harnessrl.training.config import TrainingConfig

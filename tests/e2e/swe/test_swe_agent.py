@@ -26,8 +26,8 @@ from run_config import TINY_ENGINE, TINY_LORA, write_run_config
 from safetensors.torch import load_file
 
 from harnessrl.config import load_config
+from harnessrl.drivers.rl import run_collect, run_train
 from harnessrl.rewards.outcome import rollout_reward
-from harnessrl.run import run_collect, run_train
 from harnessrl.store import open_store
 from harnessrl.types import FailureKind, TaskSplit
 

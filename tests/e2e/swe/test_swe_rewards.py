@@ -11,7 +11,7 @@ from pathlib import Path
 from run_config import TINY_ENGINE, write_run_config
 
 from harnessrl.config import load_config
-from harnessrl.run import run_collect
+from harnessrl.drivers.rl import run_collect
 from harnessrl.store import open_store
 from harnessrl.types import FailureKind, RolloutStatus
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harnessrl.config import load_config
-from harnessrl.run import run_collect
+from harnessrl.drivers.rl import run_collect
 from harnessrl.store import open_store
 from harnessrl.types import Fidelity, RolloutStatus
 

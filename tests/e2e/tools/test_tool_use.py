@@ -16,7 +16,7 @@ import pytest
 from run_config import write_run_config
 
 from harnessrl.config import load_config
-from harnessrl.run import run_train
+from harnessrl.drivers.rl import run_train
 from harnessrl.store import open_store
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,7 +10,7 @@ from fakes.fake_engine import EngineServer
 from fakes.scripted_engine import ScriptedEngine
 
 from harnessrl.config import load_config
-from harnessrl.run import run_collect
+from harnessrl.drivers.rl import run_collect
 from harnessrl.store import open_store
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "judge"

@@ -21,10 +21,10 @@ import pytest
 from unit.store.conftest import POSTGRES_ENV, _postgres_schema_url
 
 from harnessrl.config import HarnessConfig
+from harnessrl.drivers.production import train_production
 from harnessrl.production.canary import CANARY, STABLE
 from harnessrl.production.canary_state import canary_state
 from harnessrl.production.canary_stats import in_canary
-from harnessrl.production.train import train_production
 from harnessrl.store import open_store
 
 ADMIN = "admin-secret"

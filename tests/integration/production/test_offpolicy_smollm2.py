@@ -84,7 +84,7 @@ def test_sessions_to_one_off_policy_update(engine, tmp_path: Path) -> None:
         model, _ = load_model("smollm2")  # the trainer's copy (the engine keeps serving its own)
         trainer = Trainer(model, TrainingConfig(lr=1e-4, device="cpu", tis_cap=2.0, micro_batch_tokens=512,
                                                 lora=LoraConfig(r=4, alpha=8, target_modules=["q_proj", "v_proj"])))
-        loop = ProductionTrainer(store, trainer, "support", config)
+        loop = ProductionTrainer(store, trainer, "support", config.production.training)
         t0 = time.perf_counter()
         step = loop.train_once(tmp_path / "run")
         seconds = time.perf_counter() - t0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harnessrl.run_lifecycle import close_interrupted
+from harnessrl.drivers.lifecycle import close_interrupted
 from harnessrl.store import open_store
 from harnessrl.types import FailureKind, RolloutStatus
 

@@ -126,7 +126,7 @@ def _production_trainer(store: Store, **training: object) -> ProductionTrainer:
     })
     tcfg = TrainingConfig(lr=1e-2, lora=LoraConfig(r=4, alpha=8, target_modules=["q_proj", "v_proj"]),
                           device="cpu", tis_cap=2.0, entropy_metric=False)
-    return ProductionTrainer(store, Trainer(tiny_llama(), tcfg), "support", cfg)
+    return ProductionTrainer(store, Trainer(tiny_llama(), tcfg), "support", cfg.production.training)
 
 
 def test_one_update_records_a_version_marks_sessions_and_drops_stale(store: Store, tmp_path: Path) -> None:

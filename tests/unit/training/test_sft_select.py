@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from harnessrl.drivers.sft import step_rollouts
 from harnessrl.sft.config import SftConfig
-from harnessrl.sft.run import step_rollouts
 from harnessrl.sft.select import Selected, select_rollouts, sft_batch
 from harnessrl.store import Store, open_store
 from harnessrl.store.base import NewCall

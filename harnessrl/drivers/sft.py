@@ -21,7 +21,7 @@ from rich.console import Console
 
 from harnessrl.config import HarnessConfig
 from harnessrl.controller import Controller, EvalResult
-from harnessrl.run_lifecycle import (
+from harnessrl.drivers.lifecycle import (
     TrainSummary,
     baseline_from_events,
     close_interrupted,
@@ -65,7 +65,7 @@ def _event(config: HarnessConfig, kind: str, **data: Any) -> None:
 async def sft(config: HarnessConfig, console: Console | None = None) -> TrainSummary:
     console = console or Console(stderr=True, soft_wrap=True)
     run_dir = config.run_dir
-    store = open_run_store(config)  # the prologue train, sft and production share (run_lifecycle.py)
+    store = open_run_store(config)  # the prologue train, sft and production share (drivers/lifecycle.py)
     source: Store = open_store(config.sft.store) if config.sft.store else store
     try:
         run_id, tasks = register_tasks(config, store, need_train_tasks=False)

@@ -3,7 +3,7 @@
 The run directory is the unit of resumption: ``run.json`` names the run in the store, ``checkpoints/``
 say which steps are trained, ``events.jsonl`` holds step and evaluation summaries, ``metrics.jsonl`` and
 ``tb/`` the trainer's metrics. Running ``harnessrl train`` again on the same directory continues. The
-prologue (store, tasks, resume point, stack) is ``harnessrl/run_lifecycle.py``, shared with ``sft``.
+prologue (store, tasks, resume point, stack) is ``harnessrl/drivers/lifecycle.py``, shared with ``sft``.
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ from rich.progress import (
 )
 
 from harnessrl.config import HarnessConfig
-from harnessrl.controller import Controller, EvalResult, StepFailed
-from harnessrl.rewards.judge import JudgeSetupError
-from harnessrl.run_lifecycle import (
+from harnessrl.controller import BatchBuilder, Controller, EvalResult, StepFailed
+from harnessrl.drivers.lifecycle import (
     TrainSummary,
     baseline_from_events,
     close_interrupted,
@@ -42,8 +41,10 @@ from harnessrl.run_lifecycle import (
     resume_point,
     start_training_stack,
 )
+from harnessrl.engines.url_check import EngineURLError
+from harnessrl.rewards.judge import JudgeSetupError
 from harnessrl.runners.preflight import CommandNotFound
-from harnessrl.sft.batches import batch_builder
+from harnessrl.sft.batches import DistillBatches, RftBatches
 from harnessrl.stack import Stack
 from harnessrl.step_line import step_line, step_tool_use
 from harnessrl.store import open_store
@@ -53,7 +54,19 @@ from harnessrl.types import Rollout, TaskSplit
 log = logging.getLogger(__name__)
 
 #: Errors that are the user's to fix: the CLI prints their message, not a traceback.
-RUN_ERRORS = (CommandNotFound, StepFailed, JudgeSetupError)
+RUN_ERRORS = (CommandNotFound, StepFailed, JudgeSetupError, EngineURLError)
+
+
+def batch_builder(config: HarnessConfig) -> BatchBuilder | None:
+    """The builder ``[run] mode`` asks for (``sft/batches.py``); ``None`` for RL, the controller's own. With
+    ``[policies]`` distillation keeps the per-policy batches (one batch each, as before this seam existed);
+    rejection sampling replaces them."""
+    if config.run.mode == "rft":
+        threshold = 1.0 if config.sft.min_reward is None else config.sft.min_reward
+        return RftBatches(threshold, config.training.samples)
+    if config.run.mode == "distill" and not config.policies:
+        return DistillBatches(config.distill, config.training.samples)
+    return None
 
 
 def _progress_counter(console: Console) -> Callable[[Rollout], None]:
@@ -113,11 +126,11 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
     # soft_wrap: a step line stays one line in a log or pipe (the terminal wraps it visually)
     console = console or Console(stderr=True, soft_wrap=True)
     if config.run.source == "production":  # off-policy, from a deployment's sessions (docs/production.md)
-        from harnessrl.production.train import train_production
+        from harnessrl.drivers.production import train_production
 
         return await train_production(config, console)  # type: ignore[return-value]  # prints held_out_line too
     run_dir = config.run_dir
-    store = open_run_store(config)  # the prologue train, sft and production share (run_lifecycle.py)
+    store = open_run_store(config)  # the prologue train, sft and production share (drivers/lifecycle.py)
     try:
         run_id, tasks = register_tasks(config, store, need_train_tasks=True)
         preflight(config)

@@ -17,11 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from harnessrl.gateway.config import DEFAULT_REDACTIONS
 from harnessrl.gateway.recorder import Recorder
-from harnessrl.gateway.redact import Redactor
-from harnessrl.gateway.redact_tokens import TokenRedactor
 from harnessrl.models import load_tokenizer
+from harnessrl.redaction.text import DEFAULT_REDACTIONS, Redactor
+from harnessrl.redaction.tokens import TokenRedactor
 from harnessrl.store import open_store
 from harnessrl.store.base import NewCall
 from harnessrl.types import ApiKind, CallStatus, ChoiceTokens

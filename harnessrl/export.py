@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 import orjson
 
-from harnessrl.gateway.redact import redactor_for
-from harnessrl.gateway.redact_tokens import TokenRedactor, scrub_sample
 from harnessrl.inspection.rollout_view import sample_config
+from harnessrl.redaction.text import redactor_for
+from harnessrl.redaction.tokens import TokenRedactor, scrub_sample
 from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.store import NotFound, Store
 from harnessrl.training.samples import build_samples

@@ -22,8 +22,8 @@ from harnessrl.gateway.http import api_key, read_json
 from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder
-from harnessrl.gateway.redact import Redactor, redact_rollout
 from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState, hash_key, new_api_key
+from harnessrl.redaction.text import Redactor, redact_rollout
 from harnessrl.store.base import IllegalTransition, NotFound, Store
 from harnessrl.types import Call, FailureKind, Rollout, RolloutStatus
 from harnessrl.weights.versions import record_policy_version

@@ -31,11 +31,10 @@ from harnessrl.gateway.http import api_key, read_json
 from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.plugins import GatewayPlugin, PluginFactory
 from harnessrl.gateway.pool import EnginePool
-from harnessrl.gateway.recorder import Recorder
-from harnessrl.gateway.redact import Redactor
-from harnessrl.gateway.redact_tokens import token_redactor
+from harnessrl.gateway.recorder import Recorder, token_redactor
 from harnessrl.gateway.render_seam import load_renderer
 from harnessrl.gateway.rollout_registry import RolloutRegistry
+from harnessrl.redaction.text import Redactor
 from harnessrl.rewards.posted import SCORING_NAMES
 from harnessrl.store.base import RolloutClosed, Store
 from harnessrl.types import ApiKind

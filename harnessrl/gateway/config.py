@@ -13,6 +13,7 @@ from pydantic import Field
 from harnessrl.config_base import ConfigSection
 from harnessrl.gateway.render.config import RenderConfig
 from harnessrl.policies.config import RoutingConfig, ServedPolicy
+from harnessrl.redaction.text import DEFAULT_REDACTIONS
 
 
 class GatewayLimits(ConfigSection):
@@ -43,13 +44,6 @@ class GatewayLimits(ConfigSection):
         "refused (400 recall_budget).")
 
 
-DEFAULT_REDACTIONS = [
-    r"sk-[A-Za-z0-9_\-]{20,}",  # OpenAI / Anthropic style keys
-    r"AKIA[0-9A-Z]{16}",  # AWS access key ids
-    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
-    r"xox[baprs]-[A-Za-z0-9\-]{10,}",  # Slack tokens
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-]
 
 
 class GatewayConfig(ConfigSection):

@@ -16,8 +16,8 @@ from collections import OrderedDict, defaultdict
 from typing import Any
 
 from harnessrl.gateway.errors import StoreUnavailable
-from harnessrl.gateway.redact import Redactor
-from harnessrl.gateway.redact_tokens import TokenRedactor
+from harnessrl.redaction.text import Redactor
+from harnessrl.redaction.tokens import TokenRedactor
 from harnessrl.store.base import NewCall, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -205,3 +205,25 @@ def _resolve_all(results: list[tuple[asyncio.Future, Any]]) -> None:
         else:
             fut.set_result(outcome)
 
+
+def token_redactor(config: Any, renderer: Any = None) -> TokenRedactor | None:
+    """The gateway's token redactor: the renderer's tokenizer (render_mode "gateway"), else the one
+    ``[gateway.render] tokenizer`` names when set (the stack sets it to the engine's model), else none
+    (token arrays of a call whose text held a secret are then dropped)."""
+    patterns = list(config.redact_patterns)
+    if not patterns:
+        return None
+    tokenizer = getattr(renderer, "tokenizer", None)
+    if tokenizer is None and "tokenizer" in config.render.model_fields_set:
+        spec = config.render.tokenizer
+        try:
+            from harnessrl.gateway.render.factory import load_tokenizer
+
+            tokenizer = load_tokenizer(spec)
+        except Exception as exc:  # noqa: BLE001 - no tokenizer: the safe fallback below
+            log.warning("no tokenizer %r for redacting secrets in token IDs (%s): a call whose text holds a "
+                        "secret is stored without its token arrays", spec, exc)
+    if tokenizer is None:
+        log.info("token redaction without a tokenizer: a call whose text holds a secret is stored without its "
+                 "token arrays (set [gateway.render] tokenizer to the engine's model to keep them, redacted)")
+    return TokenRedactor(patterns, tokenizer)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from harnessrl.gateway.redact import redact_rollout, redactor_for
 from harnessrl.inspection.rollout_pages import duration_s
+from harnessrl.redaction.text import redact_rollout, redactor_for
 from harnessrl.store import NotFound, Store
 from harnessrl.store.judge_calls import JudgeCall
 from harnessrl.training.config import SampleConfig, TrainingConfig

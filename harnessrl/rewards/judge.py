@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harnessrl.gateway.config import DEFAULT_REDACTIONS
-from harnessrl.gateway.redact import Redactor
+from harnessrl.redaction.text import DEFAULT_REDACTIONS, Redactor
 from harnessrl.rewards.config import JudgeConfig
 from harnessrl.rewards.judge_cache import JudgeCache, cache_key
 from harnessrl.rewards.judge_client import JudgeClient, JudgeRequestError, JudgeSetupError, api_key

@@ -26,7 +26,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from harnessrl.inspection.conversation import Turn, request_turns, response_turns
+from harnessrl.conversation import Turn, request_turns, response_turns
 from harnessrl.types import Call, CallStatus
 
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from harnessrl.gateway.redact import Redactor, redactor_for
+from harnessrl.redaction.text import Redactor, redactor_for
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.rewards.guards import find_tampering, symlinks_in_the_way
 from harnessrl.rewards.judge import JUDGE, Judge, JudgeSetupError, Verdict

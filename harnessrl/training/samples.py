@@ -12,7 +12,7 @@ and records why (``split`` fidelity with a reason). A call may extend an *older*
 are followed rather than broken.
 
 A call whose text held a secret was stored with the secret's tokens replaced by a placeholder
-(``sampling["redacted"]``, see ``gateway/redact_tokens.py``). Such a token is never trained: in a
+(``sampling["redacted"]``, see ``redaction/tokens.py``). Such a token is never trained: in a
 completion it gets loss mask 0 (the model sampled the secret, not the placeholder, and its logprob belongs to
 the secret), and in the prompt it is context the model did not see. The rest of the call is trained
 (``SampleConfig.redacted = "mask"``) or the call is left out (``"drop"``); the sample counts its

@@ -21,7 +21,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from harnessrl.inspection.conversation import pretty_json, request_turns, response_turns
+from harnessrl.conversation import pretty_json, request_turns, response_turns
 from harnessrl.inspection.rollout_pages import Filters, rollout_page
 from harnessrl.inspection.rollout_view import call_training, judge_exchange, rollout_view, sample_segments
 from harnessrl.store import NotFound, Store

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harnessrl.inspection.conversation import request_turns, response_turns
+from harnessrl.conversation import request_turns, response_turns
 from harnessrl.inspection.rollout_view import sample_segments
 from harnessrl.types import Run, Sample, SampleFidelity
 from harnessrl.ui.auth import _safe_next

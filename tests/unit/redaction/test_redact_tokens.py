@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from harnessrl.gateway.config import DEFAULT_REDACTIONS
-from harnessrl.gateway.redact_tokens import TokenRedactor
 from harnessrl.models import tiny_tokenizer
+from harnessrl.redaction.text import DEFAULT_REDACTIONS
+from harnessrl.redaction.tokens import TokenRedactor
 from harnessrl.store.base import NewCall
 from harnessrl.types import ApiKind, CallStatus, ChoiceTokens
 
@@ -112,7 +112,7 @@ def test_a_key_cut_short_is_found_once_the_rollout_showed_it(tok):
     """The model's answer ends mid-key (max_tokens): the prefix matches no pattern, but the gateway saw the
     whole key earlier in the rollout (or in the same call) and finds its prefix too, text and tokens."""
     from harnessrl.gateway.recorder import Recorder
-    from harnessrl.gateway.redact import Redactor
+    from harnessrl.redaction.text import Redactor
 
     rec = Recorder(None, Redactor(DEFAULT_REDACTIONS), tokens=TokenRedactor(DEFAULT_REDACTIONS, tok))  # type: ignore[arg-type]
     cut = SECRET[:15]  # "sk-live-4f9Qz7X": 12 key characters, below the pattern's 20
@@ -134,7 +134,7 @@ def test_a_key_cut_short_is_found_once_the_rollout_showed_it(tok):
 
 def test_a_long_secret_is_redacted_without_being_remembered(tok):
     from harnessrl.gateway.recorder import KNOWN_MAX_CHARS, Recorder
-    from harnessrl.gateway.redact import Redactor
+    from harnessrl.redaction.text import Redactor
 
     rec = Recorder(None, Redactor(DEFAULT_REDACTIONS), tokens=TokenRedactor(DEFAULT_REDACTIONS, tok))  # type: ignore[arg-type]
     key = "-----BEGIN RSA PRIVATE KEY-----\n" + "abcd" * 60 + "\n-----END RSA PRIVATE KEY-----"

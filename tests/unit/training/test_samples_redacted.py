@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harnessrl.gateway.config import DEFAULT_REDACTIONS
-from harnessrl.gateway.redact_tokens import TokenRedactor
 from harnessrl.models import tiny_tokenizer
+from harnessrl.redaction.text import DEFAULT_REDACTIONS
+from harnessrl.redaction.tokens import TokenRedactor
 from harnessrl.store.base import NewCall
 from harnessrl.training.config import SampleConfig
 from harnessrl.training.samples import build_samples

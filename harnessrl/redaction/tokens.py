@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harnessrl.byte_level import BYTE_OF
-from harnessrl.gateway.redact import REPLACEMENT
+from harnessrl.redaction.text import REPLACEMENT
 from harnessrl.store.base import NewCall
 from harnessrl.types import CallStatus, ChoiceTokens
 
@@ -311,29 +311,6 @@ def redacted_positions(marker: dict[str, Any] | None, choice: int | None) -> set
         all_spans = marker.get("completion_spans") or []
         spans = all_spans[choice] if choice < len(all_spans) else []
     return {i for s, e in spans for i in range(int(s), int(e))}
-
-
-def token_redactor(config: Any, renderer: Any = None) -> TokenRedactor | None:
-    """The gateway's token redactor: the renderer's tokenizer (render_mode "gateway"), else the one
-    ``[gateway.render] tokenizer`` names when set (the stack sets it to the engine's model), else none
-    (token arrays of a call whose text held a secret are then dropped)."""
-    patterns = list(config.redact_patterns)
-    if not patterns:
-        return None
-    tokenizer = getattr(renderer, "tokenizer", None)
-    if tokenizer is None and "tokenizer" in config.render.model_fields_set:
-        spec = config.render.tokenizer
-        try:
-            from harnessrl.gateway.render.factory import load_tokenizer
-
-            tokenizer = load_tokenizer(spec)
-        except Exception as exc:  # noqa: BLE001 - no tokenizer: the safe fallback below
-            log.warning("no tokenizer %r for redacting secrets in token IDs (%s): a call whose text holds a "
-                        "secret is stored without its token arrays", spec, exc)
-    if tokenizer is None:
-        log.info("token redaction without a tokenizer: a call whose text holds a secret is stored without its "
-                 "token arrays (set [gateway.render] tokenizer to the engine's model to keep them, redacted)")
-    return TokenRedactor(patterns, tokenizer)
 
 
 def scrub_sample(redactor: TokenRedactor, sample: Any) -> Any:

@@ -2,6 +2,8 @@
 
 Chat Completions, Anthropic Messages, Responses and Completions bodies differ in shape; the page shows
 each as a list of ``(role, text)`` turns plus the raw JSON. Text is untrusted: templates escape it.
+Below both of its readers: the dashboard and terminal (``inspection/``) and the judge's transcript
+(``rewards/judge_transcript.py``).
 """
 
 from __future__ import annotations

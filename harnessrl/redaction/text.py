@@ -1,14 +1,15 @@
-"""Redaction of secrets in what the gateway stores (never in what it forwards).
+"""Redaction of secrets in what is kept (never in what the gateway forwards).
 
 One combined regex walks every string of a request/response tree; matches become ``[REDACTED]``. A
 search over the tree's JSON text comes first, so that the common case (no secret) costs one C-speed scan
 instead of a Python walk. Patterns are therefore also matched against JSON text: one that must match a
 quote, backslash or control character should accept its JSON-escaped form too.
 
-What the gateway records is redacted when it is written (``Recorder``: text, then token IDs with
-``redact_tokens``). What a harness or runner writes about a rollout (its input, logs, error, metadata)
-goes to the store from the controller as it is, and every reader -- admin API, dashboard,
-``harnessrl show``, export -- passes it through ``redact_rollout`` first.
+What the gateway records is redacted when it is written (``gateway/recorder.py``: text, then token IDs with
+``tokens.py``). What a harness or runner writes about a rollout (its logs, its error) is redacted by
+``close_rollout`` before the write (``rewards/score.py``), so the database file holds no secret; what came
+in before that (a task's input, metadata) is redacted by every reader -- admin API, dashboard,
+``harnessrl show``, export -- with ``redact_rollout``.
 """
 
 from __future__ import annotations
@@ -20,10 +21,18 @@ from typing import Any
 
 import orjson
 
-from harnessrl.gateway.config import DEFAULT_REDACTIONS
 from harnessrl.types import Rollout, Run
 
 REPLACEMENT = "[REDACTED]"
+
+#: What every store, judge and reader redacts unless told otherwise (``[gateway] redact_patterns``).
+DEFAULT_REDACTIONS = [
+    r"sk-[A-Za-z0-9_\-]{20,}",  # OpenAI / Anthropic style keys
+    r"AKIA[0-9A-Z]{16}",  # AWS access key ids
+    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
+    r"xox[baprs]-[A-Za-z0-9\-]{10,}",  # Slack tokens
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+]
 
 
 class Redactor:

@@ -26,7 +26,7 @@ threshold); glibc keeps those pages resident until a trim, so a run's resident m
 heap's high-water mark, step after step (the demo's floor rose about 40 MB a step and its final evaluation
 peaked at 2.20-2.51 GiB). ``trim_on_growth`` trims whenever resident memory has grown 128 MB since the last
 trim, outside training steps (the floor of an 8-step demo run still rises about 30 MB a step with it,
-cause not found: docs/training.md section 7). glibc's own counters on a 5-step demo run without it
+cause not found: docs/training-log.md). glibc's own counters on a 5-step demo run without it
 (``mallinfo2``): heap in use 0.6-0.9 GB, freed but kept by the allocator up to 0.9 GB (resident where it
 was touched).
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,15 +22,39 @@ from harnessrl.gateway.rollout_registry import hash_key
 from harnessrl.production.keys import new_app_key
 
 if TYPE_CHECKING:
-    from harnessrl.production.routes import ProductionApi
+    from harnessrl.production.arms import ArmPlan
+    from harnessrl.production.deployments import Deployments
+    from harnessrl.production.keys import AppKeyAuth
+    from harnessrl.production.sessions import SessionTable
+    from harnessrl.store.base import Store
+    from harnessrl.store.deployments import Deployment
 
 MAX_LABEL = 200
 #: Puts an admin handler behind the admin token check (``PluginHost.admin_route``).
 AdminRoute = Callable[[Callable[[Request], Awaitable[Response]]], Callable[[Request], Awaitable[Response]]]
 
 
+class DeploymentLookup(Protocol):
+    """What the canary's admin routes need of the production API: a deployment by name, else 404."""
+
+    async def deployment_or_404(self, name: str) -> Deployment: ...
+
+
+class ProductionView(DeploymentLookup, Protocol):
+    """What the deployment admin routes read of the production API (``routes.ProductionApi``), named here so
+    the routes it mounts need not import the module that mounts them."""
+
+    store: Store
+    deployments: Deployments
+    keys: AppKeyAuth
+    arms: ArmPlan
+    sessions: SessionTable
+
+    def deployment_json(self, dep: Deployment, request: Request) -> dict[str, Any]: ...
+
+
 class ProductionAdmin:
-    def __init__(self, api: ProductionApi, route: AdminRoute) -> None:
+    def __init__(self, api: ProductionView, route: AdminRoute) -> None:
         self.api, self.route = api, route
 
     def routes(self) -> list[Route]:
@@ -43,16 +67,7 @@ class ProductionAdmin:
             Route("/admin/deployments/{deployment}/keys", r(self.list_keys), methods=["GET"]),
             Route("/admin/deployments/{deployment}/keys/{key_id}", r(self.revoke_key), methods=["DELETE"]),
             Route("/admin/deployments/{deployment}/sessions", r(self.list_sessions), methods=["GET"]),
-            *self._canary_routes(),
         ]
-
-    def _canary_routes(self) -> list[Route]:
-        canary = self.api.arms.canary
-        if canary is None:
-            return []
-        from harnessrl.production.canary_admin import CanaryAdmin
-
-        return CanaryAdmin(self.api, canary).routes(self.route)
 
     async def create_deployment(self, request: Request) -> Response:
         body = await _body(request)

@@ -26,12 +26,11 @@ from harnessrl.production.canary import Canary, decision_json
 from harnessrl.production.canary_weights import CanaryError, Weights
 
 if TYPE_CHECKING:
-    from harnessrl.production.admin import AdminRoute
-    from harnessrl.production.routes import ProductionApi
+    from harnessrl.production.admin import AdminRoute, DeploymentLookup
 
 
 class CanaryAdmin:
-    def __init__(self, api: ProductionApi, canary: Canary) -> None:
+    def __init__(self, api: DeploymentLookup, canary: Canary) -> None:
         self.api, self.canary = api, canary
 
     def routes(self, route: AdminRoute) -> list[Route]:

@@ -27,6 +27,7 @@ from harnessrl.gateway.plugins import Periodic
 from harnessrl.gateway.rollout_registry import RolloutState
 from harnessrl.production.admin import ProductionAdmin
 from harnessrl.production.arms import ArmPlan
+from harnessrl.production.canary_admin import CanaryAdmin
 from harnessrl.production.config import ProductionConfig
 from harnessrl.production.deployments import Deployments
 from harnessrl.production.feedback import post_feedback
@@ -88,7 +89,10 @@ class ProductionApi:
             routes.append(Route(f"{prefix}/messages/count_tokens", self._count_tokens, methods=["POST"]))
             routes.append(Route(f"{prefix}/models", self._models, methods=["GET"]))
         routes.append(Route("/p/{deployment}/feedback", self._feedback, methods=["POST"]))
-        return routes + ProductionAdmin(self, self.host.admin_route).routes()
+        routes += ProductionAdmin(self, self.host.admin_route).routes()
+        if self.arms.canary is not None:  # its admin routes only where a canary is configured
+            routes += CanaryAdmin(self, self.arms.canary).routes(self.host.admin_route)
+        return routes
 
     # -- the calls ------------------------------------------------------------------------------------
     def _call_endpoint(self, api: ApiKind) -> Any:

@@ -34,6 +34,7 @@ from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded.kvcache import BatchKV
 from harnessrl.engines.embedded.outputs import Admitted, Failed, RequestHandle, RequestOutput
 from harnessrl.engines.embedded.prefix_cache import PrefixCache
+from harnessrl.engines.embedded.request import Request
 from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams, sample_rows
 from harnessrl.engines.embedded.sequence import Sequence
 from harnessrl.engines.embedded.weights import apply_lora, load_full_state_dict
@@ -60,25 +61,6 @@ def _close_live_engines() -> None:
 
 class EngineBusyError(RuntimeError):
     """Too many requests are waiting (HTTP 503); retry later or raise ``max_waiting``."""
-
-
-class _Request:
-    def __init__(
-        self,
-        rid: str,
-        prompt_ids: list[int],
-        params: SamplingParams,
-        max_tokens: int,
-        window: int,
-        handle: RequestHandle,
-    ) -> None:
-        self.id, self.prompt_ids, self.params = rid, prompt_ids, params
-        self.max_tokens, self.window, self.handle = max_tokens, window, handle
-        self.cancelled = False
-        self.adapter: str | None = None  # named LoRA adapter (several policies); None: the model as it is
-        self.cache: DynamicCache | None = None
-        self.prefilled = 0
-        self.alive = 0  # choices still generating
 
 
 class _Barrier:
@@ -121,8 +103,8 @@ class EmbeddedEngine:
         self._adapter_prefix: dict[str, PrefixCache] = {}  # KV depends on the adapter: one cache each
         self._retired: set[str] = set()  # dropped adapters peft could not delete (a model's last one)
         self._cond = threading.Condition()
-        self._waiting: deque[_Request] = deque()
-        self._prefilling: list[_Request] = []
+        self._waiting: deque[Request] = deque()
+        self._prefilling: list[Request] = []
         self._running: list[Sequence] = []
         self._kv = BatchKV(self.config.max_batch)
         self._barriers: deque[_Barrier] = deque()
@@ -166,11 +148,11 @@ class EmbeddedEngine:
         req_id = request_id or uuid.uuid4().hex
         # The handle reaches its request weakly: a strong link back would make each finished request (its
         # prompt ids, its handle's events) a reference cycle, freed only when the cyclic collector runs.
-        holder: list[weakref.ref[_Request]] = []
+        holder: list[weakref.ref[Request]] = []
         handle = RequestHandle(req_id, params.n, lambda: self._cancel_ref(holder[0]))
         if loop is not None:
             handle.bind_loop(loop)
-        req = _Request(req_id, prompt_ids, params, max_tokens, self.context_window, handle)
+        req = Request(req_id, prompt_ids, params, max_tokens, self.context_window, handle)
         req.adapter = adapter
         holder.append(weakref.ref(req))
         with self._cond:
@@ -213,12 +195,12 @@ class EmbeddedEngine:
             )
         return params.max_tokens
 
-    def _cancel_ref(self, ref: weakref.ref[_Request]) -> None:
+    def _cancel_ref(self, ref: weakref.ref[Request]) -> None:
         req = ref()
         if req is not None:  # else it finished and was dropped: nothing left to stop
             self._cancel(req)
 
-    def _cancel(self, req: _Request) -> None:
+    def _cancel(self, req: Request) -> None:
         with self._cond:
             req.cancelled = True
             self._cond.notify_all()
@@ -339,7 +321,7 @@ class EmbeddedEngine:
                 self.model.delete_adapter(name)
                 self._retired.discard(name)
 
-    def _row_adapter(self, req: _Request) -> str:
+    def _row_adapter(self, req: Request) -> str:
         """The adapter name peft runs for a request's rows (``BASE`` while its adapter is unpublished)."""
         if req.adapter is None:  # the single policy's adapter, never one of the named ones
             active = str(getattr(self.model, "active_adapter", BASE))
@@ -348,14 +330,14 @@ class EmbeddedEngine:
             return BASE
         return req.adapter
 
-    def _adapter_kwargs(self, reqs: list[_Request]) -> dict[str, Any]:
+    def _adapter_kwargs(self, reqs: list[Request]) -> dict[str, Any]:
         """peft's mixed-adapter batch (``adapter_names``, one per row) when any request names an adapter."""
         if not hasattr(self.model, "peft_config") or (not self.adapters and not self._retired
                                                          and all(r.adapter is None for r in reqs)):
             return {}
         return {"adapter_names": [self._row_adapter(r) for r in reqs]}
 
-    def _prefix_for(self, req: _Request) -> PrefixCache:
+    def _prefix_for(self, req: Request) -> PrefixCache:
         if req.adapter is None:
             return self._prefix
         key = self._row_adapter(req)
@@ -455,7 +437,7 @@ class EmbeddedEngine:
                 self._prefilling.remove(req)
                 self._start_choices(req, out.logits[0, -1])
 
-    def _start_choices(self, req: _Request, logits: torch.Tensor) -> None:
+    def _start_choices(self, req: Request, logits: torch.Tensor) -> None:
         seqs = []
         for index in range(req.params.n):
             seed = (

@@ -7,18 +7,16 @@ streaming, a trailing incomplete UTF-8 character or a possible beginning of a st
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from harnessrl.engines.embedded.outputs import Delta
-
-if TYPE_CHECKING:
-    from harnessrl.engines.embedded.engine import _Request
+from harnessrl.engines.embedded.request import Request
 
 
 class Sequence:
-    def __init__(self, req: _Request, index: int, generator: torch.Generator) -> None:
+    def __init__(self, req: Request, index: int, generator: torch.Generator) -> None:
         self.req = req
         self.index = index
         self.generator = generator

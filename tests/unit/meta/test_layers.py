@@ -39,7 +39,7 @@ FORBIDDEN = [
 
 
 def _part(module: str) -> str:
-    """``harnessrl.gateway.app`` -> ``gateway``; ``harnessrl.run`` -> ``run``."""
+    """``harnessrl.gateway.app`` -> ``gateway``; ``harnessrl.types`` -> ``types``."""
     return module.split(".")[1] if module.count(".") else module
 
 

@@ -13,8 +13,10 @@ from harnessrl.production.config import CanaryConfig, FeedbackConfig, Production
 
 
 def test_a_worse_candidate_is_rolled_back_and_its_live_sessions_move(make_production, engine_server) -> None:  # noqa: ANN001
+    # The windows (8 s) outlast the 14 sessions' serving even on a loaded machine: had the first ones closed
+    # meanwhile, the canary could decide before the live session's last assertion below.
     production = make_production(ProductionConfig(
-        feedback=FeedbackConfig(window_s=3.0, close_interval_s=0.2),
+        feedback=FeedbackConfig(window_s=8.0, close_interval_s=0.2),
         canary=CanaryConfig(fraction=0.5, min_sessions=3, max_regression=0.1, evaluate_interval_s=0.2)))
     production.deployment("support")
     key = production.key("support")

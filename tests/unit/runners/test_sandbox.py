@@ -40,7 +40,12 @@ except OSError as exc:
     seen["write_beside"] = type(exc).__name__
 for name, port in (("gateway", int(sys.argv[1])), ("other", int(sys.argv[2]))):
     try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close(); seen[name] = "connected"
+        c = socket.create_connection(("127.0.0.1", port), timeout=2); seen[name] = "connected"
+        try:  # until the far end closes: the relay has then reached it (the attempt's end closes the relay)
+            c.settimeout(10); c.recv(1)
+        except OSError:
+            pass
+        c.close()
     except OSError as exc:
         seen[name] = type(exc).__name__
 open("seen.json", "w").write(json.dumps(seen))

@@ -34,6 +34,7 @@ from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder, token_redactor
 from harnessrl.gateway.render_seam import load_renderer
 from harnessrl.gateway.rollout_registry import RolloutRegistry
+from harnessrl.gateway.unknown_route import unknown_route
 from harnessrl.redaction.text import Redactor
 from harnessrl.rewards.posted import SCORING_NAMES
 from harnessrl.store.base import RolloutClosed, Store
@@ -163,7 +164,8 @@ class Gateway:
         ]
         for plugin in self.plugins:
             routes += plugin.routes()
-        return Starlette(routes=routes, lifespan=self.lifespan)
+        handlers = {404: unknown_route, 405: unknown_route}  # JSON in the request's API shape, and logged
+        return Starlette(routes=routes, lifespan=self.lifespan, exception_handlers=handlers)  # type: ignore[arg-type]
 
     def mount(self, path: str, app: Any) -> None:
         """Serve another ASGI app under ``path`` (before serving starts): how a composing layer adds the

@@ -1,0 +1,66 @@
+"""A request no route serves gets a JSON error in its own API's shape, and a WARNING line in the log, with
+real clients: the OpenAI and Anthropic SDKs report the gateway's message (not a parse error of plain text),
+and a Gemini-style call (Google's API, not served) gets Google's error shape, its key never logged."""
+
+from __future__ import annotations
+
+import logging
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+
+def test_openai_client_on_an_unserved_path_reads_a_json_error(gw, caplog: pytest.LogCaptureFixture) -> None:
+    r = gw.rollout()
+    client = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
+    with caplog.at_level(logging.WARNING, logger="harnessrl.gateway"):
+        with pytest.raises(openai.NotFoundError) as err:
+            client.embeddings.create(model="m", input="hello")
+    body = err.value.response.json()
+    assert body["error"]["code"] == "unknown_route" and body["error"]["type"] == "invalid_request_error"
+    assert f"POST /r/{r.id}/v1/embeddings" in body["error"]["message"]
+    assert "chat/completions" in body["error"]["message"]  # what is served instead
+    assert f"refused POST /r/{r.id}/v1/embeddings: 404 unknown_route" in caplog.text
+
+
+def test_a_wrong_method_is_405_in_json(gw) -> None:
+    r = gw.rollout()
+    resp = httpx.get(f"{r.base_url}/chat/completions", headers={"Authorization": f"Bearer {r.api_key}"})
+    assert resp.status_code == 405 and resp.headers["content-type"] == "application/json"
+    assert resp.json()["error"]["code"] == "unknown_route"
+    assert "method not allowed: GET" in resp.json()["error"]["message"]
+
+
+def test_anthropic_client_with_a_wrong_base_url_reads_its_own_error_shape(gw) -> None:
+    r = gw.rollout()
+    # ANTHROPIC_BASE_URL is the rollout's URL without /v1; given the /v1 one, the SDK asks /v1/v1/messages.
+    client = anthropic.Anthropic(base_url=r.base_url, api_key=r.api_key, max_retries=0)
+    with pytest.raises(anthropic.NotFoundError) as err:
+        client.messages.create(model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+    body = err.value.response.json()
+    assert body["type"] == "error" and body["error"]["type"] == "not_found_error"
+    assert f"/r/{r.id}/v1/v1/messages" in body["error"]["message"]
+
+
+def test_a_gemini_call_gets_googles_error_shape_and_its_key_stays_out_of_the_log(
+        gw, caplog: pytest.LogCaptureFixture) -> None:
+    r = gw.rollout()
+    base = r.base_url.removesuffix("/v1")
+    with caplog.at_level(logging.WARNING, logger="harnessrl.gateway"):
+        resp = httpx.post(f"{base}/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse&key=AIzaSECRET",
+                          json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+                          headers={"x-goog-api-key": r.api_key})
+    assert resp.status_code == 404
+    err = resp.json()["error"]
+    assert err["code"] == 404 and err["status"] == "NOT_FOUND" and "streamGenerateContent" in err["message"]
+    assert "AIzaSECRET" not in resp.text
+    assert "streamGenerateContent: 404 unknown_route (google API" in caplog.text
+    assert "AIzaSECRET" not in caplog.text and r.api_key not in caplog.text
+
+
+def test_a_known_route_still_answers_its_own_404(gw) -> None:
+    """Not-found raised by a handler (an unknown rollout) keeps the handler's code."""
+    resp = gw.admin.post("/admin/rollouts/nope/closed", json={})
+    assert resp.status_code == 404 and resp.json()["error"]["code"] != "unknown_route"

@@ -32,9 +32,9 @@ from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.plugins import GatewayPlugin, PluginFactory
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder, token_redactor
+from harnessrl.gateway.refusals import unknown_route
 from harnessrl.gateway.render_seam import load_renderer
 from harnessrl.gateway.rollout_registry import RolloutRegistry
-from harnessrl.gateway.unknown_route import unknown_route
 from harnessrl.redaction.text import Redactor
 from harnessrl.rewards.posted import SCORING_NAMES
 from harnessrl.store.base import RolloutClosed, Store

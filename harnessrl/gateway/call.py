@@ -44,6 +44,7 @@ from harnessrl.gateway.http import api_key, read_json
 from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.pool import STREAM_ERRORS, Engine, EnginePool
 from harnessrl.gateway.recorder import Recorder
+from harnessrl.gateway.refusals import log_refused
 from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState
 from harnessrl.gateway.stream import StreamAccumulator, sse_data
 from harnessrl.gateway.upstream import UpstreamResponse
@@ -98,6 +99,7 @@ class CallHandler:
             state = await self.s.registry.authorize(request.path_params["rollout"], api_key(request))
             body = await read_json(request, self.s.config.limits.max_body_bytes)
         except GatewayError as exc:
+            log_refused(request, request.path_params["rollout"], exc)
             return error_response(exc, api)
         return await self.serve(request, api, state, body, t0)
 
@@ -110,6 +112,7 @@ class CallHandler:
             if self.s.router is not None:
                 parsed.policy = route_policy(self.s.router, body, request.headers)
         except GatewayError as exc:
+            log_refused(request, state.id, exc)
             return error_response(exc, api)
         return ModelCall(self.s, state, parsed, t0)
 

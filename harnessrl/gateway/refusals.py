@@ -1,4 +1,9 @@
-"""Requests no route serves, answered in the JSON error shape of the API the request speaks, and logged.
+"""Refusals a harness can see from both ends: the error it reads, and a WARNING line in the gateway's log.
+
+Requests no route serves are answered in the JSON error shape of the API the request speaks; a call a
+rollout route refuses before it reaches the engine (no or wrong key, a body too large or malformed, a
+request the API's rules refuse) is logged with the rollout, the route, the status, the code and the
+message the harness got (messages name keys, indices and types, never prompt text).
 
 A harness that speaks an API the gateway does not serve (Google's Gemini API, an old path, a wrong base URL)
 used to get Starlette's plain-text ``Not Found``, which its client reports as a parse error, and the gateway
@@ -11,7 +16,7 @@ path and what is served, and the gateway logs one WARNING line with the method, 
 from __future__ import annotations
 
 import logging
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -21,6 +26,9 @@ from starlette.responses import Response
 from harnessrl.gateway.apis import anthropic
 
 log = logging.getLogger("harnessrl.gateway")
+
+if TYPE_CHECKING:
+    from harnessrl.gateway.errors import GatewayError
 
 Family = Literal["openai", "anthropic", "google"]
 
@@ -61,3 +69,9 @@ async def unknown_route(request: Request, exc: Exception) -> Response:
     headers = getattr(exc, "headers", None)
     return Response(orjson.dumps(error_body(kind, status, message)), status_code=status,
                     media_type="application/json", headers=headers)
+
+
+def log_refused(request: Request, rollout_id: str, exc: GatewayError) -> None:
+    """One WARNING line for a call refused before it was served (``CallHandler``)."""
+    log.warning("rollout %s: refused %s %s: %d %s: %s", rollout_id, request.method, request.url.path, exc.status,
+                exc.code, exc.message[:300])

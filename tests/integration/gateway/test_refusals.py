@@ -64,3 +64,21 @@ def test_a_known_route_still_answers_its_own_404(gw) -> None:
     """Not-found raised by a handler (an unknown rollout) keeps the handler's code."""
     resp = gw.admin.post("/admin/rollouts/nope/closed", json={})
     assert resp.status_code == 404 and resp.json()["error"]["code"] != "unknown_route"
+
+
+def test_a_call_refused_before_serving_is_logged_with_its_rollout_and_reason(
+        gw, caplog: pytest.LogCaptureFixture) -> None:
+    r = gw.rollout()
+    client = anthropic.Anthropic(base_url=r.base_url.removesuffix("/v1"), api_key=r.api_key, max_retries=0)
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    with caplog.at_level(logging.WARNING, logger="harnessrl.gateway"):
+        with pytest.raises(anthropic.BadRequestError) as err:
+            client.messages.create(model="m", max_tokens=8, messages=[
+                {"role": "user", "content": [{"type": "text", "text": "a private prompt"}, image]}])
+        with pytest.raises(anthropic.PermissionDeniedError):
+            anthropic.Anthropic(base_url=r.base_url.removesuffix("/v1"), api_key="wrong-key", max_retries=0) \
+                .messages.create(model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+    code = err.value.response.json()["error"]["code"]
+    assert f"rollout {r.id}: refused POST /r/{r.id}/v1/messages: 400 {code}: " in caplog.text
+    assert f"rollout {r.id}: refused POST /r/{r.id}/v1/messages: 403 wrong_api_key" in caplog.text
+    assert "a private prompt" not in caplog.text and "wrong-key" not in caplog.text and r.api_key not in caplog.text

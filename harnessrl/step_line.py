@@ -86,13 +86,15 @@ def step_line(step: int, config: HarnessConfig, rep: StepReport, tools: ToolUse 
     trained = f"{m.get('count/groups.trained', 0)}/{groups}" + (
         f" (held: no {config.run.explore_until_reward:g} yet)" if m.get("count/explore.held") else "")
     phrase = tool_phrase(tools) if tools is not None else None
+    figure = update_figure(m, config.run.mode)
+    # A step without an update has no clip fraction, KL or entropy: zeros there would read as measurements.
+    diagnostics = "" if figure.endswith("no update") else (
+        f" clip {m.get('clip_fraction', 0):.3f} kl {m.get('approx_kl', 0):.4f} entropy {m.get('entropy', 0):.2f}")
     return (
         f"step {step}/{config.run.steps}: reward {_fmt(rep.reward_mean)} | rollouts "
         f"{rep.rollouts} (failed {rep.failed}, infra {rep.infra}) | groups trained {trained}"
         + (f" replayed {m.get('count/replay.rollouts', 0)}" if config.training.replay_best else "")
-        + f" | {update_figure(m, config.run.mode)} "
-        f"clip {m.get('clip_fraction', 0):.3f} kl {m.get('approx_kl', 0):.4f} "
-        f"entropy {m.get('entropy', 0):.2f} | "
+        + f" | {figure}{diagnostics} | "
         + " ".join(f"{k} {v:.0f}s" for k, v in rep.seconds.items())
         + (f" | {phrase}" if phrase else ""))
 

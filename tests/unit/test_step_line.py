@@ -41,7 +41,8 @@ def test_a_held_step_says_no_update():
     config.run.explore_until_reward = 1.0
     held = {**TRAINED, "updates": 0, "grad_norm": 0.0, "count/groups.trained": 0, "count/explore.held": 1}
     line = step_line(2, config, _report(held))
-    assert "groups trained 0/4 (held: no 1 yet) | no update clip" in line
+    assert "groups trained 0/4 (held: no 1 yet) | no update | rollouts 30s" in line
+    assert "entropy" not in line and "kl" not in line  # no update: no update's diagnostics, no zeros
 
 
 def _call(request: dict, response: dict | None = None) -> Call:

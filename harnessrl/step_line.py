@@ -88,7 +88,7 @@ def step_line(step: int, config: HarnessConfig, rep: StepReport, tools: ToolUse 
     phrase = tool_phrase(tools) if tools is not None else None
     figure = update_figure(m, config.run.mode)
     # A step without an update has no clip fraction, KL or entropy: zeros there would read as measurements.
-    diagnostics = "" if figure.endswith("no update") else (
+    diagnostics = "" if int(_summed(m, "updates")) == 0 else (
         f" clip {m.get('clip_fraction', 0):.3f} kl {m.get('approx_kl', 0):.4f} entropy {m.get('entropy', 0):.2f}")
     return (
         f"step {step}/{config.run.steps}: reward {_fmt(rep.reward_mean)} | rollouts "

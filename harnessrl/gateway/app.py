@@ -165,7 +165,7 @@ class Gateway:
         for plugin in self.plugins:
             routes += plugin.routes()
         handlers = {404: unknown_route, 405: unknown_route}  # JSON in the request's API shape, and logged
-        return Starlette(routes=routes, lifespan=self.lifespan, exception_handlers=handlers)  # type: ignore[arg-type]
+        return Starlette(routes=routes, lifespan=self.lifespan, exception_handlers=handlers)
 
     def mount(self, path: str, app: Any) -> None:
         """Serve another ASGI app under ``path`` (before serving starts): how a composing layer adds the

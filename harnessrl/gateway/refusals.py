@@ -16,7 +16,7 @@ path and what is served, and the gateway logs one WARNING line with the method, 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -24,11 +24,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from harnessrl.gateway.apis import anthropic
+from harnessrl.gateway.errors import GatewayError
 
 log = logging.getLogger("harnessrl.gateway")
-
-if TYPE_CHECKING:
-    from harnessrl.gateway.errors import GatewayError
 
 Family = Literal["openai", "anthropic", "google"]
 
@@ -55,7 +53,7 @@ def error_body(kind: Family, status: int, message: str) -> dict:
         return anthropic.error_body(status, message, "unknown_route")
     if kind == "google":
         return {"error": {"code": status, "message": message, "status": _GOOGLE_STATUS.get(status, "UNKNOWN")}}
-    return {"error": {"message": message, "type": "invalid_request_error", "code": "unknown_route"}}
+    return GatewayError(message, status=status, code="unknown_route").body()
 
 
 async def unknown_route(request: Request, exc: Exception) -> Response:

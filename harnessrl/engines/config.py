@@ -61,6 +61,11 @@ class EngineConfig(ConfigSection):
         description="Tokens of finished sequences whose KV is kept to skip re-prefilling shared prefixes "
         "(multi-turn agents resend the history); 0 disables. SmolLM2-135M: ~46 KB per token.",
     )
+    device: str = Field(
+        "cpu",
+        description="Where the embedded engine runs its model: cpu, cuda or cuda:N (auto: cuda when available, "
+        "else cpu). The trainer has its own [training] device. vLLM ignores it.",
+    )
     seed: int = Field(0, description="Base seed for requests that do not set their own.")
     num_threads: int | None = Field(
         None, description="torch threads for generation; default: every core this process may use."
@@ -69,12 +74,21 @@ class EngineConfig(ConfigSection):
         default_factory=VllmConfig, description="vLLM settings ([engine.vllm]): launch or attach, LoRA, venv."
     )
 
+    def embedded_device(self) -> str:
+        """The torch device the embedded engine serves from (``auto`` resolved on this machine)."""
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
     def embedded_dtype(self) -> str:
-        """The torch dtype name the embedded engine loads its weights in (``auto`` resolved on this CPU)."""
+        """The torch dtype name the embedded engine loads its weights in (``auto`` resolved on its device:
+        bf16 on a GPU, on a CPU only where it multiplies bf16 natively)."""
         if self.dtype != "auto":
             return self.dtype
         import torch
 
         from harnessrl import bf16
 
-        return "bfloat16" if bf16.native_bf16(torch.device("cpu")) else "float32"
+        return "bfloat16" if bf16.native_bf16(torch.device(self.embedded_device())) else "float32"

@@ -1,4 +1,4 @@
-"""The embedded engine: continuous (iteration-level) batching of a transformers causal LM on CPU.
+"""The embedded engine: continuous (iteration-level) batching of a transformers causal LM on CPU or one GPU.
 
 A scheduler thread repeats one iteration: admit waiting requests while the batch has room, prefill at most
 ``prefill_chunk`` prompt tokens (one request at a time, so no padded queries), then run one decode step for
@@ -80,6 +80,10 @@ class EmbeddedEngine:
         # under `harnessrl train` (`harnessrl gateway --engine embedded`, `harnessrl collect`, a script).
         tune_allocator()
         self.config = config or EngineConfig()
+        #: Where the model, the KV cache and the step inputs live ([engine] device); samplers stay on the CPU.
+        self.device = torch.device(self.config.embedded_device())
+        if any(p.device != self.device for p in model.parameters()):
+            model.to(self.device)
         self.model = model
         self.tokenizer = tokenizer
         self.version = policy_version
@@ -106,7 +110,7 @@ class EmbeddedEngine:
         self._waiting: deque[Request] = deque()
         self._prefilling: list[Request] = []
         self._running: list[Sequence] = []
-        self._kv = BatchKV(self.config.max_batch)
+        self._kv = BatchKV(self.config.max_batch, self.device)
         self._barriers: deque[_Barrier] = deque()
         self._seeds = itertools.count()
         self._closed = False
@@ -427,7 +431,7 @@ class EmbeddedEngine:
                 req.cache, req.prefilled = cached or DynamicCache(), reused
                 self.stats["reused_prefix_tokens"] += reused
             end = min(len(req.prompt_ids), req.prefilled + budget)
-            ids = torch.tensor([req.prompt_ids[req.prefilled : end]], dtype=torch.long)
+            ids = torch.tensor([req.prompt_ids[req.prefilled : end]], dtype=torch.long, device=self.device)
             out = self.model(input_ids=ids, cache=req.cache, use_cache=True, logits_to_keep=1,
                              **self._adapter_kwargs([req]))
             budget -= end - req.prefilled
@@ -471,8 +475,8 @@ class EmbeddedEngine:
         if not self._running:
             return
         running = self._running
-        ids = torch.tensor([[s.token_ids[-1]] for s in running], dtype=torch.long)
-        pos = torch.tensor([[s.next_position] for s in running], dtype=torch.long)
+        ids = torch.tensor([[s.token_ids[-1]] for s in running], dtype=torch.long, device=self.device)
+        pos = torch.tensor([[s.next_position] for s in running], dtype=torch.long, device=self.device)
         mask = self._kv.step_mask()
         padded = not bool(self._kv.valid.all())  # without padding, SDPA runs mask-free (faster kernel)
         out = self.model(
@@ -511,7 +515,7 @@ class EmbeddedEngine:
             if waiting:
                 reqs.update({id(r): r for r in self._waiting})
                 self._waiting.clear()
-            self._running, self._prefilling, self._kv = [], [], BatchKV(self.config.max_batch)
+            self._running, self._prefilling, self._kv = [], [], BatchKV(self.config.max_batch, self.device)
         for req in reqs.values():
             req.handle._emit(Failed(message))
             req.handle._finish()

@@ -72,11 +72,12 @@ class _GrowLayer(DynamicLayer):
 class BatchKV:
     """KV cache + validity mask of the running batch (row i = i-th running sequence)."""
 
-    def __init__(self, max_rows: int | None = None) -> None:
+    def __init__(self, max_rows: int | None = None, device: torch.device | str = "cpu") -> None:
         #: Rows a buffer is sized for at most (the engine's ``max_batch``); None: grow as needed.
         self.max_rows = max_rows
+        self.device = torch.device(device)  # the model's: masks and row indices must be where the KV is
         self.layers: list[_GrowLayer] = []
-        self.valid = torch.zeros(0, 0, dtype=torch.bool)  # [B, L]: False = left padding
+        self.valid = torch.zeros(0, 0, dtype=torch.bool, device=self.device)  # [B, L]: False = left padding
 
     @property
     def batch(self) -> int:
@@ -93,7 +94,7 @@ class BatchKV:
 
     def step_mask(self) -> torch.Tensor:
         """Attention mask for one decode step (existing columns + the new token)."""
-        return torch.cat([self.valid, torch.ones(self.batch, 1, dtype=torch.bool)], dim=1)
+        return torch.cat([self.valid, torch.ones(self.batch, 1, dtype=torch.bool, device=self.device)], dim=1)
 
     def after_step(self, mask: torch.Tensor) -> None:
         self.valid = mask
@@ -109,8 +110,8 @@ class BatchKV:
         new_b, new_len = old_b + copies, max(old_len, plen)
         if not self.layers:
             self.layers = [
-                _GrowLayer(torch.empty(0, k.shape[1], 0, k.shape[3], dtype=k.dtype),
-                           torch.empty(0, v.shape[1], 0, v.shape[3], dtype=v.dtype))
+                _GrowLayer(torch.empty(0, k.shape[1], 0, k.shape[3], dtype=k.dtype, device=k.device),
+                           torch.empty(0, v.shape[1], 0, v.shape[3], dtype=v.dtype, device=v.device))
                 for k, v in row_layers
             ]
         first = self.layers[0]
@@ -128,7 +129,7 @@ class BatchKV:
                 buf[old_b:new_b, :, hi - plen : hi] = src[0]
             layer.batch, layer.lo = new_b, lo
             layer._views()
-        valid = torch.zeros(new_b, new_len, dtype=torch.bool)
+        valid = torch.zeros(new_b, new_len, dtype=torch.bool, device=self.device)
         valid[:old_b, new_len - old_len :] = self.valid
         valid[old_b:, new_len - plen :] = True
         self.valid = valid
@@ -142,9 +143,9 @@ class BatchKV:
     def keep(self, rows: list[int]) -> None:
         """Keep only ``rows`` (in this order) and drop leading columns that are padding in every row."""
         if not rows:
-            self.layers, self.valid = [], torch.zeros(0, 0, dtype=torch.bool)
+            self.layers, self.valid = [], torch.zeros(0, 0, dtype=torch.bool, device=self.device)
             return
-        index = torch.tensor(rows, dtype=torch.long)
+        index = torch.tensor(rows, dtype=torch.long, device=self.device)
         valid = self.valid.index_select(0, index)
         any_valid = valid.any(dim=0)
         start = int(torch.argmax(any_valid.to(torch.int8))) if bool(any_valid.any()) else valid.shape[1]

@@ -94,7 +94,7 @@ def _draw(logp_RV: torch.Tensor, generators: list[torch.Generator]) -> list[int]
     call per row (those were a seventh of a 24-row decode step); a row's draw depends only on its
     logits and its generator, so seeded requests stay reproducible whatever else is in the batch."""
     cdf = logp_RV.double().exp().cumsum(-1)
-    u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in generators])
+    u = torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in generators]).to(cdf.device)
     x = (u * cdf[:, -1]).unsqueeze(-1)
     picked = torch.searchsorted(cdf, x, right=True).squeeze(-1).clamp_(max=cdf.shape[-1] - 1)
     return [int(t) for t in picked]
@@ -112,13 +112,13 @@ def sample_rows(
         groups.setdefault((p.temperature, p.top_k, p.top_p), []).append(row)
     for rows in groups.values():
         first = params[rows[0]]
-        index = torch.tensor(rows)
+        index = torch.tensor(rows, device=logits_RV.device)
         logp = processed_logprobs(logits_RV.index_select(0, index), first)
         if first.greedy:
             tokens = [int(t) for t in torch.argmax(logits_RV.index_select(0, index), dim=-1)]
         else:
             tokens = _draw(logp, [generators[r] for r in rows])
-        chosen = logp.gather(1, torch.tensor(tokens)[:, None]).squeeze(1).tolist()
+        chosen = logp.gather(1, torch.tensor(tokens, device=logp.device)[:, None]).squeeze(1).tolist()
         for k, row in enumerate(rows):
             top: list[tuple[int, float]] = []
             if params[row].top_logprobs:

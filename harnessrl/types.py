@@ -74,11 +74,18 @@ class FailureKind(enum.StrEnum):
 
 
 class CallStatus(enum.StrEnum):
-    """Outcome of one model call as seen by the gateway."""
+    """Outcome of one model call as seen by the gateway.
+
+    ``refused``: answered with an error before the engine was asked (a request the API's rules refuse, an
+    unreadable body, a used-up budget, an unknown route under the rollout's URL): nothing was sampled, and the
+    record says why, so a harness that fails can be understood from the rollout alone. ``error``: serving
+    failed after the engine was asked (the engine refused or died).
+    """
 
     OK = "ok"
     ERROR = "error"
     CANCELLED = "cancelled"
+    REFUSED = "refused"
 
 
 class ApiKind(enum.StrEnum):

@@ -32,7 +32,7 @@ from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.plugins import GatewayPlugin, PluginFactory
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder, token_redactor
-from harnessrl.gateway.refusals import unknown_route
+from harnessrl.gateway.refusals import log_unknown_route, rollout_of, route_refusal, unknown_route_response
 from harnessrl.gateway.render_seam import load_renderer
 from harnessrl.gateway.rollout_registry import RolloutRegistry
 from harnessrl.redaction.text import Redactor
@@ -164,7 +164,7 @@ class Gateway:
         ]
         for plugin in self.plugins:
             routes += plugin.routes()
-        handlers = {404: unknown_route, 405: unknown_route}  # JSON in the request's API shape, and logged
+        handlers = {404: self._unknown_route, 405: self._unknown_route}  # JSON in the API's shape; logged
         return Starlette(routes=routes, lifespan=self.lifespan, exception_handlers=handlers)
 
     def mount(self, path: str, app: Any) -> None:
@@ -194,6 +194,23 @@ class Gateway:
         except GatewayError as exc:
             return error_response(exc, ApiKind.ANTHROPIC_MESSAGES)
         return json_response({"input_tokens": await self.calls.count_tokens(state, t.chat)})
+
+    async def _unknown_route(self, request: Request, exc: Exception) -> Response:
+        """Routing's 404/405, answered in the request's API shape; under an authorized rollout's base URL it
+        is recorded on the rollout as a refused call (a harness on the wrong path can see why it failed)."""
+        t0 = time.perf_counter()
+        refusal, kind = route_refusal(request, exc)
+        rid = rollout_of(request.url.path)
+        state = None
+        if rid is not None:
+            with contextlib.suppress(GatewayError):
+                state = await self.registry.authorize(rid, api_key(request))
+        if state is None:
+            log_unknown_route(request, refusal, kind)
+        else:
+            api = ApiKind.ANTHROPIC_MESSAGES if kind == "anthropic" else ApiKind.CHAT
+            await self.calls.record_refused(request, api, state, None, refusal, t0)
+        return unknown_route_response(refusal, kind, exc)
 
     async def _models(self, request: Request) -> Response:
         if "rollout" in request.path_params:

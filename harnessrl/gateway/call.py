@@ -43,8 +43,8 @@ from harnessrl.gateway.fidelity import classify_prompt
 from harnessrl.gateway.http import api_key, read_json
 from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.pool import STREAM_ERRORS, Engine, EnginePool
-from harnessrl.gateway.recorder import Recorder
-from harnessrl.gateway.refusals import log_refused
+from harnessrl.gateway.recorder import Recorder, RecorderClosed
+from harnessrl.gateway.refusals import log_failed, log_refused, refused_call
 from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState
 from harnessrl.gateway.stream import StreamAccumulator, sse_data
 from harnessrl.gateway.upstream import UpstreamResponse
@@ -97,10 +97,13 @@ class CallHandler:
         t0 = time.perf_counter()
         try:
             state = await self.s.registry.authorize(request.path_params["rollout"], api_key(request))
-            body = await read_json(request, self.s.config.limits.max_body_bytes)
-        except GatewayError as exc:
+        except GatewayError as exc:  # no rollout to record it on: logged only
             log_refused(request, request.path_params["rollout"], exc)
             return error_response(exc, api)
+        try:
+            body = await read_json(request, self.s.config.limits.max_body_bytes)
+        except GatewayError as exc:
+            return await self.refuse(request, api, state, None, exc, t0)
         return await self.serve(request, api, state, body, t0)
 
     async def serve(self, request: Request, api: ApiKind, state: RolloutState, body: Any, t0: float) -> Any:
@@ -112,9 +115,25 @@ class CallHandler:
             if self.s.router is not None:
                 parsed.policy = route_policy(self.s.router, body, request.headers)
         except GatewayError as exc:
-            log_refused(request, state.id, exc)
-            return error_response(exc, api)
+            return await self.refuse(request, api, state, body, exc, t0)
         return ModelCall(self.s, state, parsed, t0)
+
+    async def refuse(self, request: Request, api: ApiKind, state: RolloutState, body: Any, exc: GatewayError,
+                     t0: float) -> Response:
+        """A call refused before it was served: logged, recorded on its rollout, answered in the API's shape."""
+        await self.record_refused(request, api, state, body, exc, t0)
+        return error_response(exc, api)
+
+    async def record_refused(self, request: Request, api: ApiKind, state: RolloutState, body: Any,
+                             exc: GatewayError, t0: float) -> None:
+        """Log a refusal and record it on its rollout (the store's own failure is logged by the recorder)."""
+        log_refused(request, state.id, exc)
+        if state.record:
+            route = f"{request.method} {request.url.path}"
+            call = refused_call(state.id, api, body, exc, self.s.gate.policy_version, time.perf_counter() - t0,
+                                route)
+            with contextlib.suppress(RolloutClosed, StoreUnavailable, RecorderClosed):
+                await self.s.recorder.record(call)  # the harness hears its own error, not the store's
 
     def parse(self, state: RolloutState, api: ApiKind, body: Any, request: Request) -> Parsed:
         if api in (ApiKind.CHAT, ApiKind.COMPLETIONS):
@@ -259,13 +278,13 @@ class ModelCall:
             self.plan = dialect.plan(self.p.kind, self.p.internal, s.config, s.config.engine_model,
                                      limits.max_tokens_per_rollout - state.tokens, state.sampling)
         except LimitExceeded as exc:
-            return await self._fail(exc)
+            return await self._fail(exc, status=CallStatus.REFUSED)
         plan = self.plan
         if s.config.render_mode == "gateway" and self.p.kind == ApiKind.CHAT:
             try:
                 plan = self._render()
             except GatewayError as exc:
-                return await self._respond_error(exc)
+                return await self._fail(exc, status=CallStatus.REFUSED)
         state.calls += 1  # reserved now so that concurrent calls cannot overrun the budget
         if self.p.policy is not None:
             plan = self._route(plan)
@@ -280,7 +299,7 @@ class ModelCall:
         except BaseException as exc:  # paused too long, or the client left while waiting: no call made
             state.calls -= 1
             if isinstance(exc, GatewayError):
-                return await self._respond_error(exc)
+                return await self._fail(exc, status=CallStatus.REFUSED)
             raise
         try:  # in flight until recorded: a drained pause means every answered call is in the store
             await self._serve_while_connected(plan, receive)
@@ -572,10 +591,14 @@ class ModelCall:
     _enc: Any = None
     _recorded = False
 
-    async def _fail(self, exc: GatewayError, acc: StreamAccumulator | None = None) -> None:
-        """Record a refused or failed call (limits, engine errors) and tell the harness."""
+    async def _fail(self, exc: GatewayError, acc: StreamAccumulator | None = None,
+                    status: CallStatus = CallStatus.ERROR) -> None:
+        """Record a failed call (engine errors; ``refused``: limits, rendering, the pause, before the engine
+        was asked) and tell the harness."""
+        log_failed(self.state.id, self._scope.get("method", "POST"), self._scope.get("path", ""), exc,
+                   "refused" if status == CallStatus.REFUSED else "failed")
         prompt, choices = (acc.prompt(), acc.choices()) if acc is not None else ([], [])
-        call = self._new_call(prompt, choices, exc.body(), self.version, CallStatus.ERROR,
+        call = self._new_call(prompt, choices, exc.body(), self.version, status,
                               f"{exc.status} {exc.code}: {exc.message}")
         self._recorded = True
         try:

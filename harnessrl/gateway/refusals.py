@@ -3,7 +3,11 @@
 Requests no route serves are answered in the JSON error shape of the API the request speaks; a call a
 rollout route refuses before it reaches the engine (no or wrong key, a body too large or malformed, a
 request the API's rules refuse) is logged with the rollout, the route, the status, the code and the
-message the harness got (messages name keys, indices and types, never prompt text).
+message the harness got (messages name keys, indices and types, never prompt text), and recorded on the
+rollout as a call with status ``refused`` (the request, redacted as every call is; the error it was answered
+with), so ``harnessrl show`` and the dashboard list it beside the served calls. A request that cannot be tied
+to a rollout (an unknown rollout, a wrong key) is only logged: a record there would let anyone write into a
+rollout.
 
 A harness that speaks an API the gateway does not serve (Google's Gemini API, an old path, a wrong base URL)
 used to get Starlette's plain-text ``Not Found``, which its client reports as a parse error, and the gateway
@@ -16,7 +20,8 @@ path and what is served, and the gateway logs one WARNING line with the method, 
 from __future__ import annotations
 
 import logging
-from typing import Literal
+import re
+from typing import Any, Literal
 
 import orjson
 from starlette.exceptions import HTTPException
@@ -25,6 +30,8 @@ from starlette.responses import Response
 
 from harnessrl.gateway.apis import anthropic
 from harnessrl.gateway.errors import GatewayError
+from harnessrl.store.base import NewCall
+from harnessrl.types import ApiKind, CallStatus
 
 log = logging.getLogger("harnessrl.gateway")
 
@@ -56,20 +63,60 @@ def error_body(kind: Family, status: int, message: str) -> dict:
     return GatewayError(message, status=status, code="unknown_route").body()
 
 
-async def unknown_route(request: Request, exc: Exception) -> Response:
-    """Starlette's handler for 404 and 405 raised by routing: the JSON error, and the WARNING line."""
+#: The rollout a path names, when it is under a rollout's base URL.
+_ROLLOUT_PATH = re.compile(r"^/r/([^/]+)/")
+
+
+def rollout_of(path: str) -> str | None:
+    """The rollout id of a path under ``/r/<rollout>/``, or None."""
+    m = _ROLLOUT_PATH.match(path)
+    return m.group(1) if m else None
+
+
+def route_refusal(request: Request, exc: Exception) -> tuple[GatewayError, Family]:
+    """What routing's 404 or 405 becomes: the error (code ``unknown_route``, naming what is served) and
+    the API family whose shape it is answered in."""
     status = exc.status_code if isinstance(exc, HTTPException) else 404
     what = "no route" if status == 404 else "method not allowed"
     message = f"{what}: {request.method} {request.url.path}; {SERVED}"
-    kind = family(request)
-    log.warning("refused %s %s: %d unknown_route (%s API, by its path and headers)", request.method,
-                request.url.path, status, kind)
+    return GatewayError(message, status=status, code="unknown_route"), family(request)
+
+
+def unknown_route_response(refusal: GatewayError, kind: Family, exc: Exception) -> Response:
+    """The refusal as JSON in ``kind``'s shape (a 405 keeps routing's ``Allow`` header)."""
     headers = getattr(exc, "headers", None)
-    return Response(orjson.dumps(error_body(kind, status, message)), status_code=status,
+    return Response(orjson.dumps(error_body(kind, refusal.status, refusal.message)), status_code=refusal.status,
                     media_type="application/json", headers=headers)
+
+
+def log_unknown_route(request: Request, refusal: GatewayError, kind: Family) -> None:
+    """The WARNING line of an unknown route not tied to an authorized rollout."""
+    log.warning("refused %s %s: %d unknown_route (%s API, by its path and headers)", request.method,
+                request.url.path, refusal.status, kind)
 
 
 def log_refused(request: Request, rollout_id: str, exc: GatewayError) -> None:
     """One WARNING line for a call refused before it was served (``CallHandler``)."""
-    log.warning("rollout %s: refused %s %s: %d %s: %s", rollout_id, request.method, request.url.path, exc.status,
-                exc.code, exc.message[:300])
+    log_failed(rollout_id, request.method, request.url.path, exc)
+
+
+def log_failed(rollout_id: str, method: str, path: str, exc: GatewayError, what: str = "refused") -> None:
+    """One WARNING line for a call answered with an error: the rollout, the route, the status, the code and
+    the message the harness got (the path carries no query string; messages never quote prompt text)."""
+    log.warning("rollout %s: %s %s %s: %d %s: %s", rollout_id, what, method, path, exc.status, exc.code,
+                exc.message[:300])
+
+
+def refused_call(rollout_id: str, api: ApiKind, body: Any, exc: GatewayError, version: int,
+                 latency_s: float, route: str) -> NewCall:
+    """The record of a call refused before the engine was asked: the request as sent (a body that is not a
+    JSON object is kept under ``"body"``; an unreadable one is not kept), the error answered, nothing sampled."""
+    if isinstance(body, dict):
+        request = body
+    else:
+        request = {} if body is None else {"body": body}
+    model = request.get("model")
+    return NewCall(rollout_id=rollout_id, api=api, status=CallStatus.REFUSED, request=request,
+                   response=exc.body(), prompt_token_ids=[], choices=[], policy_version=version,
+                   requested_model=model if isinstance(model, str) else None, sampling={"route": route},
+                   latency_s=latency_s, error=f"{exc.status} {exc.code}: {exc.message}")

@@ -6,6 +6,7 @@ Pure data: pages and the terminal only lay it out. Reads one rollout's calls; ne
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from harnessrl.inspection.rollout_pages import duration_s
@@ -55,7 +56,7 @@ def call_training(call: Call, samples: SampleSet) -> CallTraining:
     elif isinstance(marker, dict) and marker.get("dropped"):
         why = "not trained: its text held a secret and its token arrays were not stored"
     elif call.status != CallStatus.OK:
-        why = f"not trained: call status {call.status.value}"
+        why = f"not trained: call {call.status.value}" + (f" ({call.error[:120]})" if call.error else "")
     elif not call.completion_token_ids:
         why = "not trained: no completion token IDs"
     elif len(call.completion_logprobs) != len(call.completion_token_ids):
@@ -65,6 +66,34 @@ def call_training(call: Call, samples: SampleSet) -> CallTraining:
     else:
         why = "not trained: its sample exceeded max_sequence_length and was dropped"
     return CallTraining(None, None, 0, why)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A call answered with an error: what the harness was told, and on which route."""
+
+    index: int
+    status: CallStatus
+    route: str
+    code: str
+    reason: str
+
+
+_ERROR = re.compile(r"^(\d{3}) (\S+): (.*)$", re.S)
+
+
+def refusals(calls: list[Call]) -> list[Refusal]:
+    """The calls a harness got an error for (``refused`` before the engine was asked, or ``error`` while
+    serving), in order: why a failing harness failed, from the rollout alone."""
+    out = []
+    for c in calls:
+        if c.status not in (CallStatus.REFUSED, CallStatus.ERROR):
+            continue
+        m = _ERROR.match(c.error or "")  # the gateway writes "<status> <code>: <message>"
+        code, reason = (f"{m[1]} {m[2]}", m[3]) if m else ("", c.error or "")
+        route = c.sampling.get("route")
+        out.append(Refusal(c.index, c.status, route if isinstance(route, str) else c.api.value, code, reason))
+    return out
 
 
 @dataclass
@@ -77,6 +106,10 @@ class RolloutView:
     duration_s: float | None
     #: What a model judge said about it (``[rewards.judge]``): never trained, shown beside the rewards.
     judge_calls: list[JudgeCall]
+
+    @property
+    def refusals(self) -> list[Refusal]:
+        return refusals(self.calls)
 
 
 def _run_or_none(store: Store, run_id: str | None) -> Run | None:

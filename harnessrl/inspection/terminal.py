@@ -100,6 +100,13 @@ def print_rollout(store: Store, rollout_id: str, console: Console, log_lines: in
                       str(len(c.prompt_token_ids)), str(len(c.completion_token_ids)), str(tr.trained_tokens),
                       _secs(c.latency_s), Text(tr.note))
     console.print(calls)
+    if v.refusals:  # what the harness was told when a call failed: the first thing to read when it failed
+        refused = Table(title="refused and failed calls", title_justify="left")
+        for col in ("#", "status", "route", "code", "reason"):
+            refused.add_column(col)
+        for f in v.refusals:
+            refused.add_row(str(f.index), f.status.value, Text(f.route), Text(f.code), Text(f.reason[:300]))
+        console.print(refused)
     samples = Table(title="samples", title_justify="left")
     for col in ("sample", "fidelity", "reason", "calls", "tokens", "trained"):
         samples.add_column(col)

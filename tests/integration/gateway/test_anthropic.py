@@ -56,4 +56,5 @@ def test_messages_bad_input(gw):
         assert "max_tokens" in str(exc)
     else:
         raise AssertionError("max_tokens=0 was accepted")
-    assert gw.store.get_calls(r["rollout_id"]) == []
+    (refused,) = gw.store.get_calls(r["rollout_id"])  # recorded as refused: nothing sampled
+    assert refused.status == CallStatus.REFUSED and "max_tokens" in (refused.error or "")

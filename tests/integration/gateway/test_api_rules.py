@@ -59,7 +59,9 @@ def test_bad_input_is_4xx_and_writes_nothing(make_gateway):
         assert_error(post(gw, r.id, key=r.api_key, **case), 400)
     assert_error(post(gw, r.id, key=r.api_key, json={**CHAT, "pad": "x" * 4000}), 413)
     assert_error(post(gw, r.id, "/v1/completions", key=r.api_key, json={"prompt": ["a", "b"]}), 400)
-    assert gw.store.get_calls(r.id) == []
+    refused = gw.store.get_calls(r.id)  # each recorded as refused, the oversize body not kept
+    assert [c.status for c in refused] == [CallStatus.REFUSED] * (len(cases) + 2)
+    assert refused[-2].error.startswith("413 ") and refused[-2].request == {}
     assert post(gw, r.id, key=r.api_key, json=CHAT).status_code == 200  # still serving
 
 
@@ -81,7 +83,7 @@ def test_limits_clamp_and_budgets_are_recorded_4xx(make_gateway):
     with pytest.raises(openai.BadRequestError, match="token budget"):
         c.chat.completions.create(model="m", messages=CHAT["messages"])
     calls = gw.store.get_calls(r.id)
-    assert [x.status for x in calls] == [CallStatus.OK, CallStatus.OK, CallStatus.ERROR]
+    assert [x.status for x in calls] == [CallStatus.OK, CallStatus.OK, CallStatus.REFUSED]
     assert "rollout_token_budget" in calls[2].error
     gw2 = make_gateway(limits=GatewayLimits(max_calls_per_rollout=2))
     r2 = gw2.rollout()

@@ -88,7 +88,8 @@ def test_count_tokens_and_media_refusal(gw):
         assert "text only" in str(exc) and "image" in str(exc)
     else:
         raise AssertionError("an image was accepted by a text-only policy")
-    assert gw.store.get_calls(r.id) == []
+    (refused,) = gw.store.get_calls(r.id)
+    assert refused.status == CallStatus.REFUSED and (refused.error or "").startswith("400 unsupported_content")
 
 
 CODEX_TOOLS = [

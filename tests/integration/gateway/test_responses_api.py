@@ -6,7 +6,7 @@ import openai
 import pytest
 from fakes.fake_engine import END, render_chat
 
-from harnessrl.types import ApiKind, Fidelity
+from harnessrl.types import ApiKind, CallStatus, Fidelity
 
 TOOLS = [{"type": "function", "name": "bash", "description": "run", "strict": False,
           "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}]
@@ -46,4 +46,5 @@ def test_responses_unknown_previous_response_id_is_a_clear_400(gw):
     c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
     with pytest.raises(openai.BadRequestError, match="previous_response_id"):
         c.responses.create(model="m", input="x", previous_response_id="resp_123")
-    assert gw.store.get_calls(r.id) == []
+    (refused,) = gw.store.get_calls(r.id)
+    assert refused.status == CallStatus.REFUSED and "unknown_previous_response" in (refused.error or "")

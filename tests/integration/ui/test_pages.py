@@ -93,7 +93,9 @@ def test_call_page_tokens_masks_logprobs_and_fidelity(client: TestClient, fx: Fi
     assert [c[1] for c in completion] == ["lp0", "lp4"]  # p = e^-3 and e^-0.1
     assert "sample 0 (merged)" in html
     errored = client.get(f"/rollouts/{fx.rich}/calls/3").text
-    assert "not trained: call status error" in errored and "engine said no" in errored
+    assert "not trained: call error (engine said no)" in errored
+    page = client.get(f"/rollouts/{fx.rich}").text
+    assert re.search(r'<table id="refusals">.*data-refused="3".*<td class="error">engine said no</td>', page, re.S)
 
 
 def test_untrusted_text_is_escaped_everywhere(client: TestClient, fx: Fixture) -> None:

@@ -38,7 +38,8 @@ def test_show_prints_rewards_calls_samples_and_logs(store: Store, fx: Fixture, s
     assert re.search(r"│ format\s+│ 0\.25\s+│ 1\s+│", out) and re.search(r"│ final\s+│ 0\.75\s+│", out)
     calls = re.findall(r"^│ (\d) │ chat\.completions", out, re.M)
     assert calls == [str(c.index) for c in store.get_calls(fx.rich)]
-    assert "not trained: call status error" in out
+    assert "not trained: call error (engine said no)" in out
+    assert re.search(r"refused and failed calls.*│ 3\s+│ error\s+│ chat\.completions\s+│\s+│ engine said no", out, re.S)
     assert "prefix broken at token 2 of 11" in out and "merged" in out
     assert XSS in out  # printed as plain text: rich markup in a log cannot restyle the terminal
     with pytest.raises(SystemExit, match="does not exist"):

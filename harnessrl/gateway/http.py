@@ -11,10 +11,16 @@ from harnessrl.gateway.errors import BadRequest, PayloadTooLarge
 
 
 def api_key(request: Request) -> str | None:
+    """The key a harness sent, in its API's own way: ``Authorization: Bearer`` (OpenAI), ``x-api-key``
+    (Anthropic), ``x-goog-api-key`` or ``?key=`` (Google). The query form is read on the model routes only,
+    where Google's clients send it: a key in a URL is easily logged, so no other route invites one."""
     auth = request.headers.get("authorization")
     if auth and auth[:7].lower() == "bearer ":
         return auth[7:].strip()
-    return request.headers.get("x-api-key")
+    key = request.headers.get("x-api-key") or request.headers.get("x-goog-api-key")
+    if key is None and "/models" in request.url.path:
+        key = request.query_params.get("key")
+    return key
 
 
 async def read_json(request: Request, max_bytes: int) -> Any:

@@ -95,6 +95,7 @@ class ApiKind(enum.StrEnum):
     COMPLETIONS = "completions"
     RESPONSES = "responses"
     ANTHROPIC_MESSAGES = "anthropic.messages"
+    GEMINI = "gemini.generate_content"  # Google's generateContent and streamGenerateContent
 
 
 class Fidelity(enum.StrEnum):

@@ -18,11 +18,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route
 
 from harnessrl.gateway.admin import AdminApi, json_response
+from harnessrl.gateway.apis import gemini
 from harnessrl.gateway.call import CallHandler, Services, error_response
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.engine_hop import EngineHop
@@ -32,7 +34,13 @@ from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.plugins import GatewayPlugin, PluginFactory
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder, token_redactor
-from harnessrl.gateway.refusals import log_unknown_route, rollout_of, route_refusal, unknown_route_response
+from harnessrl.gateway.refusals import (
+    family,
+    log_unknown_route,
+    rollout_of,
+    route_refusal,
+    unknown_route_response,
+)
 from harnessrl.gateway.render_seam import load_renderer
 from harnessrl.gateway.rollout_registry import RolloutRegistry
 from harnessrl.redaction.text import Redactor
@@ -74,6 +82,10 @@ class Gateway:
                                affinity_slack=config.affinity_slack, timeout_s=config.limits.upstream_timeout_s)
         if renderer is None and config.render_mode == "gateway":
             renderer = load_renderer(config)
+        if config.limits.max_tokens_per_call is not None:  # a cap changes what harnesses get: said once
+            log.info("gateway: max_tokens_per_call = %d: a call asking for more, or for none, is served at most "
+                     "%d tokens (each such call records what it asked; counted in `harnessrl show`)",
+                     config.limits.max_tokens_per_call, config.limits.max_tokens_per_call)
         self.recorder = Recorder(store, Redactor(config.redact_patterns), config.record_batch_max,
                                  inline=config.record_inline, tokens=token_redactor(config, renderer))
         self.registry = RolloutRegistry(store)
@@ -148,6 +160,7 @@ class Gateway:
             Route("/r/{rollout}/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
             Route("/r/{rollout}/v1/responses", self._responses, methods=["POST"]),
             Route("/r/{rollout}/v1/models", self._models, methods=["GET"]),
+            *self._gemini_routes(),
             Route("/r/{rollout}/reward", self._reward, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/healthz", self._healthz, methods=["GET"]),
@@ -166,6 +179,19 @@ class Gateway:
             routes += plugin.routes()
         handlers = {404: self._unknown_route, 405: self._unknown_route}  # JSON in the API's shape; logged
         return Starlette(routes=routes, lifespan=self.lifespan, exception_handlers=handlers)
+
+    def _gemini_routes(self) -> list[Route]:
+        """Google's Gemini API under a rollout: ``v1beta`` (what its clients call) and ``v1``; the model list
+        under ``v1beta`` (``/v1/models`` is OpenAI's, and answers Google's clients in their shape)."""
+        routes = [Route("/r/{rollout}/v1beta/models", self._models, methods=["GET"])]
+        for version in ("v1beta", "v1"):
+            base = f"/r/{{rollout}}/{version}/models/{{model}}"
+            routes += [Route(f"{base}:generateContent", self._gemini, methods=["POST"]),
+                       Route(f"{base}:streamGenerateContent", self._gemini, methods=["POST"]),
+                       Route(f"{base}:countTokens", self._gemini_count_tokens, methods=["POST"]),
+                       # after the actions, which it would match too: one model, or an action not served
+                       Route(base, self._model, methods=["GET", "POST"])]
+        return routes
 
     def mount(self, path: str, app: Any) -> None:
         """Serve another ASGI app under ``path`` (before serving starts): how a composing layer adds the
@@ -195,6 +221,25 @@ class Gateway:
             return error_response(exc, ApiKind.ANTHROPIC_MESSAGES)
         return json_response({"input_tokens": await self.calls.count_tokens(state, t.chat)})
 
+    async def _model(self, request: Request) -> Response:
+        """``GET .../models/<model>``; any other request here (``POST ...:embedContent``) is an unknown route."""
+        if request.method != "GET" or ":" in request.path_params["model"]:
+            raise HTTPException(404)
+        return await self._models(request)
+
+    async def _gemini(self, request: Request) -> Response:
+        return await self.calls.handle(request, ApiKind.GEMINI)
+
+    async def _gemini_count_tokens(self, request: Request) -> Response:
+        """Gemini's countTokens (its CLI sizes its context with it): not a sampled call, not recorded."""
+        try:
+            state = await self.registry.authorize(request.path_params["rollout"], api_key(request))
+            body = await read_json(request, self.config.limits.max_body_bytes)
+            t = gemini.count_request(body, request.path_params["model"])
+        except GatewayError as exc:
+            return error_response(exc, ApiKind.GEMINI)
+        return json_response({"totalTokens": await self.calls.count_tokens(state, t.chat)})
+
     async def _unknown_route(self, request: Request, exc: Exception) -> Response:
         """Routing's 404/405, answered in the request's API shape; under an authorized rollout's base URL it
         is recorded on the rollout as a refused call (a harness on the wrong path can see why it failed)."""
@@ -208,19 +253,34 @@ class Gateway:
         if state is None:
             log_unknown_route(request, refusal, kind)
         else:
-            api = ApiKind.ANTHROPIC_MESSAGES if kind == "anthropic" else ApiKind.CHAT
+            api = {"anthropic": ApiKind.ANTHROPIC_MESSAGES, "google": ApiKind.GEMINI}.get(kind, ApiKind.CHAT)
             await self.calls.record_refused(request, api, state, None, refusal, t0)
         return unknown_route_response(refusal, kind, exc)
 
     async def _models(self, request: Request) -> Response:
+        """The served policy's name: OpenAI's list, or Google's (a ``v1beta`` path or a Google client)."""
+        google = family(request) == "google" or "key" in request.query_params
         if "rollout" in request.path_params:
             try:
                 await self.registry.authorize(request.path_params["rollout"], api_key(request))
             except RolloutClosedError:
                 pass  # listing models of a finished rollout is harmless
             except GatewayError as exc:
-                return exc.response()
+                return error_response(exc, ApiKind.GEMINI) if google else exc.response()
+        if google:
+            return self.gemini_models_response(request.path_params.get("model"))
+        if "model" in request.path_params:  # OpenAI's model retrieval: any name is served by the policy
+            return json_response({"id": request.path_params["model"], "object": "model", "created": 0,
+                                  "owned_by": "harnessrl"})
         return self.models_response()
+
+    def gemini_models_response(self, model: str | None) -> Response:
+        """Google's model list, or one model: any name asked for is served by the policy."""
+        version, limit = self.gate.policy_version, self.config.limits.max_tokens_per_call
+        if model is not None:
+            return json_response(gemini.model_info(model, self.config.model_name, version, limit))
+        return json_response({"models": [gemini.model_info(self.config.model_name, self.config.model_name,
+                                                           version, limit)]})
 
     def models_response(self) -> Response:
         model = {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "harnessrl",

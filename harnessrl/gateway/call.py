@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 import harnessrl.gateway.dialect as dialect
-from harnessrl.gateway.apis import anthropic, chat, completions, encode_complete, responses
+from harnessrl.gateway.apis import anthropic, chat, completions, encode_complete, gemini, responses
 from harnessrl.gateway.apis.base import DONE, Translation
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.engine_hop import EngineHop, refused_in_band
@@ -56,7 +56,6 @@ PATHS = {ApiKind.CHAT: "/chat/completions", ApiKind.COMPLETIONS: "/completions"}
 #: Sampling fields copied into the token-level request of gateway render mode.
 _RENDER_COPY = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
                 "repetition_penalty", "seed", "n", "max_tokens", "stop", "logit_bias")
-_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]
 
 
 @dataclass(slots=True)
@@ -142,8 +141,8 @@ class CallHandler:
                           body.get("model") or self.s.config.model_name)
         t = self.translate(state, api, body, request)
         chat.validate(t.chat)
-        model = body.get("model") or self.s.config.model_name
-        stream = body.get("stream") is True
+        model = t.chat.get("model") or self.s.config.model_name  # the body's, or the path's (Gemini)
+        stream = t.chat.get("stream", body.get("stream")) is True
         if stream:
             t.chat["stream"] = True  # the engine streams; the API's encoder translates as tokens arrive
         return Parsed(api, body, t.chat, ApiKind.CHAT, t, stream, model)
@@ -151,6 +150,8 @@ class CallHandler:
     def translate(self, state: RolloutState, api: ApiKind, body: Any, request: Request) -> Translation:
         if api == ApiKind.ANTHROPIC_MESSAGES:
             return anthropic.to_chat(body, request.headers.get("anthropic-beta"))
+        if api == ApiKind.GEMINI:
+            return gemini.from_route(body, request)
         previous = None
         prev_id = body.get("previous_response_id") if isinstance(body, dict) else None
         if prev_id is not None:
@@ -208,6 +209,9 @@ class CallHandler:
             history = anthropic.to_chat({"messages": [{"role": "user", "content": "-"},
                                                       {"role": "assistant", "content": resp["content"]}]})
             message = history.chat["messages"][-1]
+        elif call.api == ApiKind.GEMINI:
+            chat_body = gemini.to_chat(call.request, call.requested_model).chat
+            message = gemini.answered_message(resp)
         else:
             prev = call.request.get("previous_response_id")
             t = responses.to_chat(call.request, built.get(prev) if isinstance(prev, str) else None)
@@ -276,7 +280,8 @@ class ModelCall:
                 raise LimitExceeded(f"the rollout's call budget ({limits.max_calls_per_rollout} calls) is used up",
                                     code="rollout_call_budget")
             self.plan = dialect.plan(self.p.kind, self.p.internal, s.config, s.config.engine_model,
-                                     limits.max_tokens_per_rollout - state.tokens, state.sampling)
+                                     limits.max_tokens_per_rollout - state.tokens, state.sampling,
+                                     s.pool.context_window)
         except LimitExceeded as exc:
             return await self._fail(exc, status=CallStatus.REFUSED)
         plan = self.plan
@@ -358,10 +363,13 @@ class ModelCall:
                   return_token_ids=True, logprobs=(self.p.internal.get("top_logprobs") or 0))
         if self.rendered.stop_token_ids:
             up["stop_token_ids"] = list(self.rendered.stop_token_ids)
+        window = self.s.pool.context_window
+        if "max_tokens" not in up and window is not None:  # /completions would default to 16: the room left
+            up["max_tokens"] = plan.sampling["max_tokens"] = max(1, window - len(self.rendered.prompt_token_ids))
         stream = self.p.stream and plan.n == 1  # several choices: answered once all are sampled
         up["stream"] = stream
         return dialect.Plan(upstream=up, sampling=plan.sampling, stream=stream, want_logprobs=False,
-                            want_token_ids=False, max_tokens=plan.max_tokens, n=plan.n)
+                            want_token_ids=False, max_tokens=up.get("max_tokens"), n=plan.n, asked=plan.asked)
 
     def _route(self, plan: dialect.Plan) -> dialect.Plan:
         """Several policies: the engine request names this call's policy model (its adapter)."""
@@ -410,10 +418,12 @@ class ModelCall:
         else:
             prompt, choices = dialect.extract(p.kind, out)
             answer = out
+        media_type = "text/event-stream"
         if p.translation is not None:
             enc = self._encoder()
             events = encode_complete(enc, answer)
             response = enc.result()
+            media_type = getattr(enc, "content_type", b"text/event-stream").decode()
         else:
             answer["model"] = p.model
             response = chat.strip(answer, self.plan.want_logprobs, self.plan.want_token_ids) \
@@ -424,7 +434,7 @@ class ModelCall:
             return
         headers = {"x-harnessrl-call-index": str(index)} if self.state.record else {}
         if p.stream:
-            await Response(events, media_type="text/event-stream", headers=headers)(self._scope, None, self._send)
+            await Response(events, media_type=media_type, headers=headers)(self._scope, None, self._send)
         else:
             await Response(orjson.dumps(response), media_type="application/json",
                            headers=headers)(self._scope, None, self._send)
@@ -516,7 +526,9 @@ class ModelCall:
     async def _emit(self, body: bytes, more: bool = True) -> None:
         if not self._started:
             self._started = True
-            await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+            kind = getattr(self._enc, "content_type", b"text/event-stream")  # Gemini's JSON array: JSON
+            await self._send({"type": "http.response.start", "status": 200,
+                              "headers": [(b"content-type", kind), (b"cache-control", b"no-cache")]})
         self._sent = self._sent or bool(body)
         await self._send({"type": "http.response.body", "body": body, "more_body": more})
 
@@ -527,6 +539,8 @@ class ModelCall:
         if p.api == ApiKind.RESPONSES:
             assert p.translation is not None
             return responses.ResponseEncoder(p.model, p.body, p.translation.names)
+        if p.api == ApiKind.GEMINI:
+            return gemini.ContentEncoder(p.model, sse=getattr(p.translation, "sse", True))
         return chat.ChatEncoder(p.model, bool((p.internal.get("stream_options") or {}).get("include_usage")))
 
     # -- recording ------------------------------------------------------------------------------------
@@ -546,7 +560,7 @@ class ModelCall:
             fidelity, reason = None, "the engine returned no prompt_token_ids"
         return NewCall(rollout_id=self.state.id, api=p.api, status=status, request=p.body, response=response,
                        prompt_token_ids=prompt, choices=choices, policy_version=int(version),
-                       requested_model=p.body.get("model") if isinstance(p.body.get("model"), str) else None,
+                       requested_model=p.internal.get("model") if isinstance(p.internal.get("model"), str) else None,
                        sampling=sampling, engine_id=self.engine.id if self.engine else None,
                        latency_s=time.perf_counter() - self.t0, error=error, fidelity=fidelity,
                        fidelity_reason=reason)
@@ -641,11 +655,15 @@ def _pin_model(plan: dialect.Plan, model: str) -> dialect.Plan:
 
 
 def error_response(exc: GatewayError, api: ApiKind) -> Response:
-    """The error in the API's own shape: Anthropic's for the Messages API, OpenAI's otherwise."""
-    if api != ApiKind.ANTHROPIC_MESSAGES:
+    """The error in the API's own shape: Anthropic's for the Messages API, Google's for Gemini, OpenAI's
+    otherwise."""
+    if api == ApiKind.ANTHROPIC_MESSAGES:
+        body = anthropic.error_body(exc.status, exc.message, exc.code)
+    elif api == ApiKind.GEMINI:
+        body = gemini.error_body(exc.status, exc.message, exc.code)
+    else:
         return exc.response()
-    return Response(orjson.dumps(anthropic.error_body(exc.status, exc.message, exc.code)), status_code=exc.status,
-                    media_type="application/json")
+    return Response(orjson.dumps(body), status_code=exc.status, media_type="application/json")
 
 
 async def _disconnected(receive: Any) -> None:

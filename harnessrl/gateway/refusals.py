@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from harnessrl.gateway.apis import anthropic
+from harnessrl.gateway.apis import anthropic, gemini
 from harnessrl.gateway.errors import GatewayError
 from harnessrl.store.base import NewCall
 from harnessrl.types import ApiKind, CallStatus
@@ -38,16 +38,15 @@ log = logging.getLogger("harnessrl.gateway")
 Family = Literal["openai", "anthropic", "google"]
 
 SERVED = ("the gateway serves, under a rollout's base URL /r/<rollout>/v1: chat/completions, completions, "
-          "responses, models (OpenAI) and messages, messages/count_tokens (Anthropic); docs/gateway.md")
-
-_GOOGLE_STATUS = {404: "NOT_FOUND", 405: "UNIMPLEMENTED"}
-
+          "responses, models (OpenAI) and messages, messages/count_tokens (Anthropic); under /r/<rollout>/v1beta "
+          "(or /v1): models, models/<model>:generateContent, :streamGenerateContent, :countTokens (Google "
+          "Gemini); docs/gateway.md")
 
 def family(request: Request) -> Family:
     """Which API a request speaks, read from its path and headers (it cannot be routed, so nothing else)."""
     path = request.url.path
-    if "/v1beta/" in path or ":generateContent" in path or ":streamGenerateContent" in path \
-            or "x-goog-api-key" in request.headers:
+    if "/v1beta/" in path or path.endswith("/v1beta") or ":generateContent" in path \
+            or ":streamGenerateContent" in path or ":countTokens" in path or "x-goog-api-key" in request.headers:
         return "google"
     if "anthropic-version" in request.headers or path.rstrip("/").endswith("/messages") or "/messages/" in path:
         return "anthropic"
@@ -59,7 +58,7 @@ def error_body(kind: Family, status: int, message: str) -> dict:
     if kind == "anthropic":
         return anthropic.error_body(status, message, "unknown_route")
     if kind == "google":
-        return {"error": {"code": status, "message": message, "status": _GOOGLE_STATUS.get(status, "UNKNOWN")}}
+        return gemini.error_body(status, message, "unknown_route")
     return GatewayError(message, status=status, code="unknown_route").body()
 
 

@@ -1,6 +1,7 @@
 """One translation module per API the harness may speak, each readable alone.
 
-``anthropic`` (Messages) and ``responses`` (Responses) translate to and from the internal chat request;
+``anthropic`` (Messages), ``responses`` (Responses) and ``gemini`` (Google's generateContent) translate to
+and from the internal chat request;
 ``chat`` and ``completions`` are the engine's own dialect (validated, then relayed). ``Encoder`` is what each translated API's event
 encoder offers: chat deltas in, the API's own stream events out, and the complete answer at the end.
 """

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from starlette.requests import Request
 
 from harnessrl.gateway.apis.base import (
     Translation,
@@ -354,6 +355,20 @@ def to_chat(body: Any, model: str | None = None, stream: bool = False, sse: bool
         t.notes["ignored_fields"] = sorted({*t.notes.get("ignored_fields", []), *ignored})
     t.chat = chat
     return t
+
+
+def from_route(body: Any, request: Request) -> GeminiTranslation:
+    """A Gemini route's request: the model is named in its path, the route says whether to stream, and
+    ``alt=sse`` how (Google answers a JSON array of chunks without it)."""
+    return to_chat(body, request.path_params.get("model"), stream=request.url.path.endswith(":streamGenerateContent"),
+                   sse=request.query_params.get("alt") == "sse")
+
+
+def answered_message(response: dict[str, Any]) -> dict[str, Any]:
+    """The chat message of a recorded answer, as the harness sends it back (a gateway restart's reload)."""
+    content = response["candidates"][0]["content"]
+    history = to_chat({"contents": [{"role": "user", "parts": [{"text": "-"}]}, content]})
+    return history.chat["messages"][-1]
 
 
 def count_request(body: Any, model: str | None = None) -> GeminiTranslation:

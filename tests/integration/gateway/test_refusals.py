@@ -55,14 +55,14 @@ def test_a_gemini_call_gets_googles_error_shape_and_its_key_stays_out_of_the_log
     r = gw.rollout()
     base = r.base_url.removesuffix("/v1")
     with caplog.at_level(logging.WARNING, logger="harnessrl.gateway"):
-        resp = httpx.post(f"{base}/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse&key=AIzaSECRET",
+        resp = httpx.post(f"{base}/v1beta/models/gemini-2.5-pro:embedContent?alt=sse&key=AIzaSECRET",
                           json={"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
                           headers={"x-goog-api-key": r.api_key})
     assert resp.status_code == 404
     err = resp.json()["error"]
-    assert err["code"] == 404 and err["status"] == "NOT_FOUND" and "streamGenerateContent" in err["message"]
+    assert err["code"] == 404 and err["status"] == "NOT_FOUND" and "embedContent" in err["message"]
     assert "AIzaSECRET" not in resp.text
-    assert "streamGenerateContent: 404 unknown_route (google API" in caplog.text
+    assert "embedContent: 404 unknown_route" in caplog.text
     assert "AIzaSECRET" not in caplog.text and r.api_key not in caplog.text
 
 

@@ -572,6 +572,10 @@ def preflight(args: argparse.Namespace, checks: list[dict[str, Any]]) -> dict[st
     if resolved is not None:
         model = resolved[0]
         checks[-1]["detail"] = f"{resolved[0]} ({resolved[1]})"
+        if not args.dry_run:  # convert the GGUF once here (~30 s), not inside the first part's budget
+            from harnessrl.models import prepare_model
+
+            check("model prepared", lambda: str(prepare_model(resolved[0])))
     if "trainer" in args.parts:
         check("trainer configs", trainer_configs)
     if "engine" in args.parts:

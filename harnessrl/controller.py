@@ -35,6 +35,7 @@ from harnessrl.rewards import close_rollout, score_attempt
 from harnessrl.rewards.judge import Judge, JudgeSetupError, Verdict, make_judge
 from harnessrl.rewards.outcome import rollout_reward
 from harnessrl.rewards.score import RewardOutcome, finish_judged
+from harnessrl.run_cost import Cost, ProcessMeter, attempts_cost, success_threshold, trained_cost
 from harnessrl.runners import Runner, make_attempt_spec, make_runner
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.stack import Stack
@@ -82,6 +83,7 @@ class StepReport:
     reward_mean: float
     seconds: dict[str, float]
     metrics: dict[str, Any]
+    cost: Cost = field(default_factory=Cost)  # what the step cost (harnessrl/run_cost.py)
 
 
 class AdminClient:
@@ -147,6 +149,8 @@ class Controller:
         self.batch_builder = batch_builder
         #: ``[training] replay_best``: each finished step's scored attempts, the pool replays come from.
         self._past_attempts: dict[int, list[PastAttempt]] = {}
+        #: This process's share of each step's and evaluation's cost record (engine busy, CPU, peak RSS).
+        self.meter = ProcessMeter(getattr(stack, "engine", None))
 
     # -- plumbing -------------------------------------------------------------------------------------
     async def __aenter__(self) -> Controller:
@@ -476,8 +480,9 @@ class Controller:
         scored = {k: v for k, v in rewards.items() if v is not None}
         mean = statistics.fmean(scored.values()) if scored else float("nan")
         result = EvalResult(policy_version, mean, len(scored), scored)
+        cost = await asyncio.to_thread(attempts_cost, self.store, rollouts, success_threshold(self.config))
         self._event("eval", policy_version=policy_version, mean_reward=mean, tasks=len(scored),
-                    infra_failures=len(tasks) - len(rewards))
+                    infra_failures=len(tasks) - len(rewards), cost=(cost + self.meter.take()).record())
         writer = getattr(self.stack.trainer, "metrics", None)
         if writer is not None:  # the held-out curve beside the training metrics (JSONL and TensorBoard)
             writer.write(policy_version, {"eval/reward_mean": mean, "eval/tasks": len(scored)})
@@ -541,15 +546,18 @@ class Controller:
         t3 = time.perf_counter()
         rewards = [v for v in (await asyncio.to_thread(self.rewards_of, rollouts)).values() if v is not None]
         all_rollouts = await asyncio.to_thread(self._rollouts_of, step)
+        cost = await asyncio.to_thread(attempts_cost, self.store, all_rollouts, success_threshold(self.config))
+        cost += trained_cost(metrics, t2 - t1, t3 - t2) + self.meter.take()
         report = StepReport(
             step=step, rollouts=len(rollouts),
             failed=sum(r.status != RolloutStatus.SUCCEEDED for r in rollouts),
             infra=sum(r.failure_kind == FailureKind.INFRA for r in all_rollouts),
             reward_mean=statistics.fmean(rewards) if rewards else float("nan"),
-            seconds={"rollouts": t1 - t0, "train": t2 - t1, "publish": t3 - t2}, metrics=metrics)
+            seconds={"rollouts": t1 - t0, "train": t2 - t1, "publish": t3 - t2}, metrics=metrics, cost=cost)
         self._event("step", step=step, policy_version=version, rollouts=report.rollouts,
                     failed=report.failed, infra=report.infra, reward_mean=report.reward_mean,
-                    stale_dropped=stale, seconds=report.seconds)
+                    stale_dropped=stale, seconds=report.seconds,
+                    cost={**cost.record(), "success_at": success_threshold(self.config)})
         return report
 
     def _add_replays(self, step: int, batch: TrainBatch) -> None:

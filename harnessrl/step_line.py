@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harnessrl.training.metrics import summed
 from harnessrl.types import Call
 
 if TYPE_CHECKING:
@@ -43,13 +44,6 @@ def _fmt(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x:.3f}"
 
 
-def _summed(metrics: Mapping[str, Any], key: str) -> float:
-    """``key``, or over ``[policies]`` (one trainer each) the sum of ``policy/<name>/<key>``."""
-    if key in metrics:
-        return float(metrics[key])
-    return sum(float(v) for k, v in metrics.items() if k.startswith("policy/") and k.endswith(f"/{key}"))
-
-
 def _largest(metrics: Mapping[str, Any], key: str) -> float:
     """``key``, or over ``[policies]`` the largest ``policy/<name>/<key>``."""
     if key in metrics:
@@ -62,7 +56,7 @@ def update_figure(metrics: Mapping[str, Any], mode: str = "sync") -> str:
     """``grad norm 0.412`` (with ``x3 updates`` when more than one), or ``no update``; the loss first in
     the SFT modes."""
     loss = f"loss {float(metrics.get('loss', 0.0)):.4f} " if mode in _LOSS_MODES else ""
-    updates = int(_summed(metrics, "updates"))
+    updates = int(summed(metrics, "updates"))
     if updates == 0:
         return loss + "no update"
     many = f" x{updates} updates" if updates > 1 else ""
@@ -88,7 +82,7 @@ def step_line(step: int, config: HarnessConfig, rep: StepReport, tools: ToolUse 
     phrase = tool_phrase(tools) if tools is not None else None
     figure = update_figure(m, config.run.mode)
     # A step without an update has no clip fraction, KL or entropy: zeros there would read as measurements.
-    diagnostics = "" if int(_summed(m, "updates")) == 0 else (
+    diagnostics = "" if int(summed(m, "updates")) == 0 else (
         f" clip {m.get('clip_fraction', 0):.3f} kl {m.get('approx_kl', 0):.4f} entropy {m.get('entropy', 0):.2f}")
     return (
         f"step {step}/{config.run.steps}: reward {_fmt(rep.reward_mean)} | rollouts "

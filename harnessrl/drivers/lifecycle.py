@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from harnessrl.memory import tune_allocator
 from harnessrl.rewards.judge_client import check_judge
+from harnessrl.run_cost import RunCost, cost_lines
 from harnessrl.runners.env import base_env
 from harnessrl.runners.preflight import check_command
 from harnessrl.stack import Stack
@@ -134,6 +135,7 @@ class TrainSummary:
     steps: int
     baseline: EvalResult | None
     final: EvalResult | None
+    cost: RunCost | None = None  # the run's recorded cost totals (harnessrl/run_cost.py)
 
     def held_out_line(self) -> str:
         if self.final is None:
@@ -143,6 +145,10 @@ class TrainSummary:
                     "set [run] eval_at_start = true)")
         return (f"held-out reward: {self.baseline.mean_reward:.2f} -> {self.final.mean_reward:.2f} "
                 f"({self.final.tasks} tasks)")
+
+    def cost_lines(self) -> list[str]:
+        """What the run cost in total and per successful training attempt: printed after ``held_out_line``."""
+        return cost_lines(self.cost) if self.cost is not None else []
 
 
 def close_interrupted(store: Store, run_id: str) -> int:

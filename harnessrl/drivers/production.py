@@ -33,6 +33,10 @@ class ProductionSummary:
         return (f"deployment {self.deployment}: {self.steps} updates; canary: "
                 f"{', '.join(self.verdicts) or 'no candidate decided in this run'}")
 
+    def cost_lines(self) -> list[str]:
+        """None yet: a production run does not record its cost (harnessrl/run_cost.py covers train and sft)."""
+        return []
+
 
 async def train_production(config: HarnessConfig, console: Console | None = None) -> ProductionSummary:
     """``harnessrl train`` with ``[run] source = "production"``: serve, wait for closed windows, train

@@ -43,6 +43,7 @@ from harnessrl.drivers.lifecycle import (
 )
 from harnessrl.engines.url_check import EngineURLError
 from harnessrl.rewards.judge import JudgeSetupError
+from harnessrl.run_cost import record_run_cost, success_threshold
 from harnessrl.runners.preflight import CommandNotFound
 from harnessrl.sft.batches import DistillBatches, RftBatches
 from harnessrl.stack import Stack
@@ -62,8 +63,7 @@ def batch_builder(config: HarnessConfig) -> BatchBuilder | None:
     ``[policies]`` distillation keeps the per-policy batches (one batch each, as before this seam existed);
     rejection sampling replaces them."""
     if config.run.mode == "rft":
-        threshold = 1.0 if config.sft.min_reward is None else config.sft.min_reward
-        return RftBatches(threshold, config.training.samples)
+        return RftBatches(success_threshold(config), config.training.samples)
     if config.run.mode == "distill" and not config.policies:
         return DistillBatches(config.distill, config.training.samples)
     return None
@@ -183,7 +183,8 @@ async def train(config: HarnessConfig, console: Console | None = None) -> TrainS
                 final = None
                 if tasks[TaskSplit.EVAL]:
                     final = await ctl.evaluate(stack.trainer.policy_version)
-            summary = TrainSummary(run_id, config.run.steps, baseline, final)
+            # the cost totals: a `cost` event, printed after the held-out line (harnessrl/run_cost.py)
+            summary = TrainSummary(run_id, config.run.steps, baseline, final, record_run_cost(run_dir))
             store.end_run(run_id)  # retention may purge its calls from now on (docs/retention.md)
             console.print(f"done in {time.perf_counter() - t0:.0f}s")
             return summary

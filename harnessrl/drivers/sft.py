@@ -31,6 +31,7 @@ from harnessrl.drivers.lifecycle import (
     resume_point,
     start_training_stack,
 )
+from harnessrl.run_cost import record_run_cost, trained_cost
 from harnessrl.sft.select import Selected, select_rollouts, sft_batch
 from harnessrl.store import Store, open_store
 from harnessrl.types import TaskSplit
@@ -100,9 +101,13 @@ async def sft(config: HarnessConfig, console: Console | None = None) -> TrainSum
                     batch = await asyncio.to_thread(sft_batch, source, chosen, config.training.samples,
                                                     include_retokenized=q.include_retokenized)
                     m = await asyncio.to_thread(trainer.step, batch)
+                    published = time.perf_counter()
                     version, _ = await ctl.publish_step(step)
+                    # no attempts: the rollouts trained on were recorded (and paid for) by the run that sampled them
+                    cost = trained_cost(m, published - t, time.perf_counter() - published) + ctl.meter.take()
                     _event(config, "sft_step", step=step, policy_version=version, rollouts=len(chosen),
-                           samples=m["samples/count"], loss=m["loss"], seconds=time.perf_counter() - t)
+                           samples=m["samples/count"], loss=m["loss"], seconds=time.perf_counter() - t,
+                           cost=cost.record())
                     console.print(f"step {step}/{q.steps}: {len(chosen)} rollouts, {m['samples/count']} samples, "
                                   f"{m['tokens/trained']} trained tokens | nll {m['loss']:.4f} | "
                                   f"{time.perf_counter() - t:.0f}s")
@@ -113,9 +118,10 @@ async def sft(config: HarnessConfig, console: Console | None = None) -> TrainSum
                 final: EvalResult | None = None
                 if tasks[TaskSplit.EVAL]:
                     final = await ctl.evaluate(trainer.policy_version)
+            summary = TrainSummary(run_id, q.steps, baseline, final, record_run_cost(run_dir))
             store.end_run(run_id)
             console.print(f"done in {time.perf_counter() - t0:.0f}s")
-            return TrainSummary(run_id, q.steps, baseline, final)
+            return summary
         except BaseException as exc:
             if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt)):
                 close_interrupted(store, run_id)

@@ -52,8 +52,9 @@ class EngineConfig(ConfigSection):
         None,
         description="Max prompt+completion tokens; default: the model's max_position_embeddings (capped at 8192).",
     )
-    default_max_tokens: int = Field(
-        1024, ge=1, description="Completion budget when a request sets no max_tokens (clipped to the window)."
+    default_max_tokens: int | None = Field(
+        None, ge=1, description="Completion budget when a request sets no max_tokens (clipped to the window); "
+        "default: the room the window leaves, as vLLM gives it."
     )
     prefix_cache_tokens: int = Field(
         8192,

@@ -24,5 +24,5 @@ def run(args: argparse.Namespace) -> int:
         summary = drive("sft", lambda: run_sft(config))
     except SftError as exc:
         raise SystemExit(f"harnessrl sft: {exc}") from None
-    print(summary.held_out_line(), flush=True)
+    print("\n".join([summary.held_out_line(), *summary.cost_lines()]), flush=True)
     return 0

@@ -22,5 +22,5 @@ def run(args: argparse.Namespace) -> int:
 
     config = train_config(args)
     summary = drive("train", lambda: run_train(config))
-    print(summary.held_out_line(), flush=True)
+    print("\n".join([summary.held_out_line(), *summary.cost_lines()]), flush=True)
     return 0

@@ -20,10 +20,11 @@ class GatewayLimits(ConfigSection):
     """Limits that contain a runaway harness. A call asking for more tokens than allowed is served with the
     lower limit; a used-up budget is a clear 4xx that is also recorded."""
 
-    max_tokens_per_call: int = Field(
-        4096, ge=1, description="Cap on a call's max_tokens: larger requests are served with the cap (requested "
-        "and granted recorded), absent ones get the cap."
-    )
+    max_tokens_per_call: int | None = Field(
+        None, ge=1, description="Cap on a call's max_tokens; none by default: a call gets what it asks for, "
+        "lowered only to the room its context leaves (and to the rollout's budget). With a cap, larger "
+        "requests and absent ones are served with the cap (logged at start; requested, granted and why "
+        "recorded with each call).")
     max_calls_per_rollout: int = Field(1000, ge=1, description="Call budget of one rollout.")
     max_tokens_per_rollout: int = Field(
         1_000_000,

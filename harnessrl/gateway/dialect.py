@@ -33,15 +33,26 @@ class Plan:
     stream: bool
     want_logprobs: bool
     want_token_ids: bool
-    max_tokens: int
+    #: The completion limit sent to the engine; None: none sent, the engine gives the room its context leaves.
+    max_tokens: int | None
     n: int
     #: upstream["model"] names this call's policy (its adapter): engines must not replace it.
     pinned_model: bool = False
+    #: The max_tokens the harness asked for (None: it asked for none).
+    asked: int | None = None
 
 
 def plan(api: ApiKind, body: dict, config: GatewayConfig, engine_model: str | None,
-         tokens_left: int, pinned: dict[str, Any] | None = None) -> Plan:
-    """Build the engine request: limits applied, pinned sampling forced, token ids and logprobs on."""
+         tokens_left: int, pinned: dict[str, Any] | None = None, context_window: int | None = None) -> Plan:
+    """Build the engine request: limits applied, pinned sampling forced, token ids and logprobs on.
+
+    A call gets the ``max_tokens`` it asked for, lowered only by a configured cap
+    (``limits.max_tokens_per_call``, none by default) or what is left of the rollout's budget; the engine's
+    context refusal lowers it to the room left (``engine_hop.fit_context``). A call that asks for nothing
+    gets the room its context leaves (no ``max_tokens`` sent, as OpenAI's API and vLLM mean it) unless the
+    budget left is smaller than the engines' ``context_window``. Whatever lowered a limit is recorded:
+    ``max_tokens_requested`` and ``max_tokens_clamp`` (``cap``, ``budget`` or ``context``).
+    """
     limits = config.limits
     n = body.get("n") or 1
     asked = body.get("max_tokens") or body.get("max_completion_tokens")
@@ -52,10 +63,19 @@ def plan(api: ApiKind, body: dict, config: GatewayConfig, engine_model: str | No
             code="rollout_token_budget",
         )
     # More than the cap or the budget allows is served with the lower limit (recorded below), not refused.
-    max_tokens = min(asked or limits.max_tokens_per_call, limits.max_tokens_per_call, budget_each)
+    max_tokens, clamp = asked, None
+    cap = limits.max_tokens_per_call
+    if cap is not None and (max_tokens is None or cap < max_tokens):
+        max_tokens, clamp = cap, "cap"
+    # the budget binds below the limit, or (nothing asked) below a context it may not fit or is unknown
+    bound = max_tokens if max_tokens is not None else context_window
+    if bound is None or budget_each < bound:
+        max_tokens, clamp = budget_each, "budget"
     up = dict(body)
     up.pop("max_completion_tokens", None)
-    up["max_tokens"] = max_tokens
+    up.pop("max_tokens", None)
+    if max_tokens is not None:
+        up["max_tokens"] = max_tokens
     up.update(config.pinned_sampling)
     up.update(pinned or {})
     if engine_model is not None:
@@ -73,10 +93,10 @@ def plan(api: ApiKind, body: dict, config: GatewayConfig, engine_model: str | No
     sampling = {k: up[k] for k in SAMPLING_KEYS if k in up}
     sampling.setdefault("n", n)
     if asked is not None and asked != max_tokens:
-        sampling["max_tokens_requested"] = asked
+        sampling["max_tokens_requested"], sampling["max_tokens_clamp"] = asked, clamp
     return Plan(upstream=up, sampling=sampling, stream=bool(body.get("stream")),
                 want_logprobs=want_logprobs, want_token_ids=bool(body.get("return_token_ids")),
-                max_tokens=max_tokens, n=n)
+                max_tokens=max_tokens, n=n, asked=asked)
 
 
 def choice_logprobs(api: ApiKind, lp: Any) -> list[float]:

@@ -91,7 +91,9 @@ def fit_context(plan: Plan, data: bytes) -> bool:
             code="context_length_exceeded")
     if plan.upstream.get("max_tokens", 0) <= room:
         return False  # not a max_tokens problem: pass the engine's own error on
-    plan.sampling.setdefault("max_tokens_requested", plan.upstream.get("max_tokens"))
+    if plan.asked is not None:  # what the harness asked for (not a limit the gateway sent for it)
+        plan.sampling.setdefault("max_tokens_requested", plan.asked)
+        plan.sampling["max_tokens_clamp"] = "context"
     plan.upstream["max_tokens"] = plan.sampling["max_tokens"] = plan.max_tokens = room
     return True
 

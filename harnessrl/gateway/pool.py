@@ -41,6 +41,10 @@ class Engine:
     id: str
     base_url: str
     model: str | None = None
+    #: Prompt + completion tokens the engine's model takes (its models list's ``max_model_len``; None: unknown).
+    context_window: int | None = None
+    #: The models list was read (once: the model's name and its window).
+    described: bool = False
     healthy: bool = True
     outstanding: int = 0
     served: int = 0
@@ -92,6 +96,12 @@ class EnginePool:
         return self._client
 
     # -- routing --------------------------------------------------------------------------------------
+    @property
+    def context_window(self) -> int | None:
+        """The smallest context window the engines report (None while none has reported one)."""
+        known = [e.context_window for e in self.engines if e.context_window is not None]
+        return min(known) if known else None
+
     def pick(self, rollout_id: str, exclude: set[Engine] | None = None) -> Engine:
         """The engine for this rollout's next request, or ``EngineUnavailable``."""
         candidates = [e for e in self.engines if e.healthy and (not exclude or e not in exclude)]
@@ -144,14 +154,21 @@ class EnginePool:
 
     async def _check(self, engine: Engine) -> None:
         why = await self._health(engine)
-        if why is None and engine.model is None:
+        if why is None and not engine.described:
             try:
                 r = await self.client.get(engine.base_url + "/models", timeout_s=self._dead_after)
                 data = orjson.loads(await r.read()).get("data") or []
                 r.release()
-                engine.model = data[0]["id"] if data else None
-            except Exception as exc:  # noqa: BLE001 - any failure means unhealthy
-                why = f"GET /v1/models: {type(exc).__name__}: {exc}"
+                if engine.model is None:
+                    engine.model = data[0]["id"] if data else None
+                window = data[0].get("max_model_len") if data else None
+                engine.context_window = window if type(window) is int and window > 0 else None
+                engine.described = engine.model is not None
+            except Exception as exc:  # noqa: BLE001 - any failure means unhealthy, unless the model is named
+                if engine.model is None:
+                    why = f"GET /v1/models: {type(exc).__name__}: {exc}"
+                else:  # served under a configured name: its window stays unknown (max_tokens as asked)
+                    engine.described = True
         if why is None:
             if not engine.healthy:
                 log.info("engine %s (%s) is healthy again", engine.id, engine.base_url)

@@ -91,6 +91,17 @@ class RolloutStats:
     rewards: list[Reward]
 
 
+@dataclass(frozen=True, slots=True)
+class CallUsage:
+    """What some rollouts' recorded calls used, counted without decoding a token: prompt lengths and each
+    choice's length outlive a purge (``schema.py``), so a run's cost can be read after its text is gone."""
+
+    calls: int = 0  # every recorded call, whatever its status (refused and failed calls included)
+    prompt_tokens: int = 0  # each call's full prompt (a shared prefix counts in every call that sent it)
+    completion_tokens: int = 0  # every choice's sampled tokens
+    latency_s: float = 0.0  # the recorded latencies summed (the gateway's time per call; calls overlap)
+
+
 class Store(abc.ABC):
     """Durable record of runs, tasks, rollouts, calls, rewards and policy versions (the core).
 
@@ -191,6 +202,24 @@ class Store(abc.ABC):
             except NotFound:
                 continue
         return out
+
+    def call_usage(self, rollout_ids: Sequence[str]) -> CallUsage:
+        """Calls, prompt and completion tokens and latency of many rollouts' calls, summed (a run's cost).
+
+        Unknown ids count nothing. Drivers override this with a set query; this fallback decodes every call.
+        """
+        calls = prompt = completion = 0
+        latency = 0.0
+        for rid in dict.fromkeys(rollout_ids):
+            try:
+                found = self.get_calls(rid)
+            except NotFound:
+                continue
+            calls += len(found)
+            prompt += sum(len(c.prompt_token_ids) for c in found)
+            completion += sum(len(ch.token_ids) for c in found for ch in c.choices)
+            latency += sum(c.latency_s or 0.0 for c in found)
+        return CallUsage(calls, prompt, completion, latency)
 
     # -- calls ----------------------------------------------------------------------------------------
     @abc.abstractmethod

@@ -30,6 +30,7 @@ import orjson
 from harnessrl.store.base import (
     AlreadyExists,
     BudgetExceeded,
+    CallUsage,
     NewCall,
     NotFound,
     RolloutClosed,
@@ -518,6 +519,23 @@ class SqlStore(Store):
                 for r in conn.execute(sql, args):
                     rewards[r["rollout_id"]].append(_reward(r))
         return {rid: RolloutStats(counts[rid], rewards[rid]) for rid in ids if rid in counts}
+
+    def call_usage(self, rollout_ids: Sequence[str]) -> CallUsage:
+        """One set query per ``MAX_IDS`` ids over the columns a purge keeps (no token array is read)."""
+        ids = list(dict.fromkeys(rollout_ids))
+        calls = prompt = completion = 0
+        latency = 0.0
+        with self._read() as conn:
+            size = self.MAX_IDS or max(len(ids), 1)
+            for i in range(0, len(ids), size):
+                cond, args = self._in_ids(ids[i : i + size])
+                for row in conn.execute(f"SELECT prompt_len, choices, latency_s FROM calls WHERE rollout_id{cond}",
+                                        args):
+                    calls += 1
+                    prompt += row["prompt_len"]
+                    completion += sum(int(choice[0]) for choice in orjson.loads(row["choices"]))
+                    latency += row["latency_s"] or 0.0
+        return CallUsage(calls, prompt, completion, latency)
 
     # -- policy versions ------------------------------------------------------------------------------
     def add_policy_version(

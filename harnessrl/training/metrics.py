@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,14 @@ class MetricsWriter:
             logger.log(logging.WARNING if first else logging.DEBUG,
                        "%s %s failed (%s: %s); training goes on%s", tracker.name, what, type(exc).__name__,
                        exc, ", later failures of this tracker are logged at DEBUG" if first else "")
+
+
+def summed(metrics: Mapping[str, Any], key: str) -> float:
+    """``key`` of a step's metrics, or over ``[policies]`` (one trainer each) the sum of
+    ``policy/<name>/<key>``: what the step line and a run's cost read."""
+    if key in metrics:
+        return float(metrics[key])
+    return sum(float(v) for k, v in metrics.items() if k.startswith("policy/") and k.endswith(f"/{key}"))
 
 
 def _jsonable(value: Any) -> Any:

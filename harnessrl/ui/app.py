@@ -28,7 +28,7 @@ from harnessrl.store import NotFound, Store
 from harnessrl.training.samples import redacted_positions
 from harnessrl.types import FailureKind, RolloutStatus, Run
 from harnessrl.ui.auth import VIEWER
-from harnessrl.ui.headline import PHASES, headline, step_times
+from harnessrl.ui.headline import PHASES, cost_rows, headline, step_costs, step_times
 from harnessrl.ui.metric_groups import denoise, group_metrics
 from harnessrl.ui.plots import Bar, Mark, Series, line_chart, stacked_bars
 from harnessrl.ui.runfiles import find_run_dir, load_run_files
@@ -52,6 +52,17 @@ def _fmt_s(s: float | None) -> str:
     if s is None:
         return ""
     return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+def _fmt_cost(v: float | None, name: str) -> str:
+    """A cost figure (``harnessrl/run_cost.py``) by its kind: seconds, bytes as GiB, else a count."""
+    if v is None:
+        return "n/a"
+    if name.endswith("_s"):
+        return _fmt_s(v)
+    if name.endswith("_bytes"):
+        return f"{v / 2**30:.2f} GiB"
+    return f"{v:,}" if isinstance(v, int) else f"{v:,.1f}"
 
 
 def _fmt_num(v: float | None) -> str:
@@ -80,7 +91,7 @@ class Dashboard:
         self.tokenizers = Tokenizers(tokenizer)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(default=True, default_for_string=True))
-        self.env.filters.update(time=_fmt_time, secs=_fmt_s, num=_fmt_num, reward=_fmt_reward,
+        self.env.filters.update(time=_fmt_time, secs=_fmt_s, num=_fmt_num, reward=_fmt_reward, cost=_fmt_cost,
                                 q=lambda v: quote(str(v), safe=""))
         self.env.globals.update(statuses=[s.value for s in RolloutStatus], failures=[k.value for k in FailureKind],
                                 urlencode=urlencode)
@@ -137,6 +148,7 @@ class Dashboard:
         groups = [(g, [_metric_chart(name, files.series(name)) for name in g.names])
                   for g in group_metrics(files.metric_names())]
         return {"files": files, "h": h, "reward_chart": reward, "time_chart": time_chart, "groups": groups,
+                "cost_rows": cost_rows(h.cost) if h.cost is not None else [], "step_costs": step_costs(files),
                 "live": run.ended_at is None}
 
     def rollouts(self, request: Request) -> Response:

@@ -7,7 +7,9 @@
   controller measured them (``Controller.train_step``);
 - attempts and rollouts trained: ``metrics.jsonl`` (``count/dynamic.attempts``, ``count/rollouts.trained``);
   failed and infra: the ``step`` events' counts (what the step line printed); held-out infra failures: the
-  ``eval`` events.
+  ``eval`` events;
+- cost (calls, tokens, seconds, peak memory, per successful training attempt): the ``cost`` records of the
+  ``step``/``sft_step`` and ``eval`` events, summed as the run's end sums them (``harnessrl/run_cost.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnessrl.run_cost import FIELDS, Cost, RunCost, run_cost
 from harnessrl.types import Run
 from harnessrl.ui.runfiles import RunFiles
 
@@ -79,6 +82,7 @@ class Headline:
     step_mean_s: float | None = None
     steps_timed: int = 0
     outcomes: Outcomes | None = None
+    cost: RunCost | None = None
 
     @property
     def before(self) -> Evaluation | None:
@@ -202,4 +206,37 @@ def headline(run: Run, files: RunFiles, in_flight: int = 0, *, in_flight_capped:
     return Headline(status=run_status(run, files, in_flight, now), steps_done=done,
                     steps_planned=planned_steps(run, files), policy_version=version, in_flight=in_flight, in_flight_capped=in_flight_capped,
                     evaluations=evaluations(files), phases=ph, step_mean_s=mean_s, steps_timed=timed,
-                    outcomes=outcomes(files))
+                    outcomes=outcomes(files), cost=run_cost(files.events))
+
+
+#: Figures that are not divided by the successes (a count of them, a peak).
+_NOT_PER_SUCCESS = ("successes", "peak_rss_bytes")
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """One figure of the run page's cost table: training steps, held-out evaluations, both, and the training
+    figure per successful training attempt (None where it does not divide)."""
+
+    name: str
+    meaning: str
+    train: float | None
+    held_out: float | None
+    total: float | None
+    per_success: float | None
+
+
+def cost_rows(cost: RunCost) -> list[CostRow]:
+    rows = []
+    for name, meaning in FIELDS.items():
+        train = getattr(cost.train, name)
+        per = (train / cost.train.successes if cost.train.successes and train is not None
+               and name not in _NOT_PER_SUCCESS else None)
+        rows.append(CostRow(name, meaning, train, getattr(cost.held_out, name), getattr(cost.total, name), per))
+    return rows
+
+
+def step_costs(files: RunFiles) -> list[tuple[int, Cost]]:
+    """Each step's own cost record, in the order recorded (steps written before costs were recorded: none)."""
+    return [(_int(e.get("step")), Cost.from_record(e["cost"])) for e in files.steps + files.sft_steps
+            if isinstance(e.get("cost"), dict)]

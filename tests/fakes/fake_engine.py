@@ -116,7 +116,10 @@ class FakeEngine:
                 return await _json(send, {} if not self.unhealthy else {"error": "down"},
                                    503 if self.unhealthy else 200)
             if path == "/v1/models":
-                return await _json(send, {"object": "list", "data": [{"id": self.model, "object": "model"}]})
+                card = {"id": self.model, "object": "model"}
+                window = getattr(self, "window", None)  # vLLM lists its context as max_model_len
+                return await _json(send, {"object": "list", "data": [card | ({"max_model_len": window} if window
+                                                                             else {})]})
             return await _json(send, _err("not found", 404), 404)
         body_bytes = b""
         while True:

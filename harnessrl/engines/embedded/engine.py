@@ -20,6 +20,7 @@ import itertools
 import logging
 import os
 import threading
+import time
 import uuid
 import weakref
 from collections import deque
@@ -101,6 +102,9 @@ class EmbeddedEngine:
             "requests": 0,
             "max_batch_seen": 0,
         }
+        #: Seconds the scheduler thread spent in prefill and decode iterations (idle waits and weight swaps
+        #: excluded): what a run's cost calls the engine's busy time (``harnessrl/run_cost.py``).
+        self.busy_s = 0.0
         self._prefix = PrefixCache(self.config.prefix_cache_tokens)
         #: Several policies: adapter name -> its version (0: not published yet, served by the base).
         self.adapters: dict[str, int] = {}
@@ -188,7 +192,8 @@ class EmbeddedEngine:
                 param="messages",
             )
         if params.max_tokens is None:
-            return min(self.config.default_max_tokens, window - plen)
+            default = self.config.default_max_tokens
+            return window - plen if default is None else min(default, window - plen)
         if plen + params.max_tokens > window:
             raise InvalidRequestError(
                 f"This model's maximum context length is {window} tokens. However, you requested "
@@ -386,12 +391,14 @@ class EmbeddedEngine:
                     barrier.released.wait()
                     self._clear_prefix_caches()  # their KV was computed with the weights that may just have changed
                     continue
+                started = time.perf_counter()
                 try:
                     self._prefill_step()
                     self._decode_step()
                 except Exception as exc:  # keep serving: fail what was in flight, reset the batch
                     logger.exception("generation step failed")
                     self._fail_all(f"generation failed: {exc}")
+                self.busy_s += time.perf_counter() - started
         self._fail_all("engine closed", waiting=True)
 
     def _admit(self) -> None:

@@ -58,3 +58,9 @@ def test_sft_on_imported_conversations_lifts_the_held_out_reward(tmp_path: Path,
     store = open_store(f"sqlite:///{run_dir / 'store.db'}")
     run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
     assert [v.version for v in store.list_policy_versions(run_id)] == list(range(1, 21))
+    # its cost: the steps' trained tokens and the held-out attempts' calls, summed at the end and printed
+    cost = [e for e in events if e["event"] == "cost"][-1]
+    assert cost["train"]["tokens_trained"] == sum(m["tokens/trained"] for m in trained) > 0
+    assert cost["train"]["attempts"] == 0 and cost["held_out"]["attempts"] == 6 and cost["held_out"]["calls"] > 0
+    assert f"cost: {cost['total']['calls']:,} model calls (0 training, " in out
+    assert "per successful training attempt: n/a (no training attempt recorded)" in out

@@ -8,6 +8,7 @@ is recorded with the call.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import anthropic
@@ -17,6 +18,7 @@ import orjson
 import pytest
 from fakes.fake_engine import EngineServer, FakeEngine, render_chat
 
+from harnessrl.gateway.config import GatewayLimits
 from harnessrl.types import ApiKind, CallStatus
 
 
@@ -63,11 +65,11 @@ def test_claude_code_request_is_served_streamed_and_recorded(gw):
     roles = [m["role"] for m in sent["messages"]]
     assert roles == ["system", "user", "assistant", "system", "user"]
     assert sent["messages"][0]["content"] == "You are Claude Code.\n\nBe concise.\n\nEnv: linux"
-    assert len(sent["tools"]) == 24 and sent["max_tokens"] == 4096  # web_search left out; clamped to the cap
+    assert len(sent["tools"]) == 24 and sent["max_tokens"] == 64000  # web_search left out; served as asked
     (call,) = gw.store.get_calls(r.id)
     assert call.status == CallStatus.OK and call.api == ApiKind.ANTHROPIC_MESSAGES
     assert call.request == CLAUDE_CODE  # the harness's own request is what the record keeps
-    assert call.sampling["max_tokens"] == 4096 and call.sampling["max_tokens_requested"] == 64000
+    assert call.sampling["max_tokens"] == 64000 and "max_tokens_requested" not in call.sampling
     adjusted = call.sampling["adjusted"]
     assert adjusted["dropped_tools"] == ["web_search"]
     assert {"thinking", "context_management", "output_config", "metadata"} <= set(adjusted["ignored_fields"])
@@ -158,14 +160,25 @@ def test_custom_tool_call_maps_back(gw):
     assert sent["parameters"]["required"] == ["input"] and "start: /.+/" in sent["description"]
 
 
-def test_opencode_max_tokens_is_clamped(gw):
+def test_opencode_max_tokens_is_served_as_asked_or_clamped_to_a_configured_cap(gw, make_gateway, caplog):
     r = gw.rollout()
     c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
     out = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=32000,
                                     stream=True, stream_options={"include_usage": True})
     assert [ch for ch in out]
-    (call,) = gw.store.get_calls(r.id)
-    assert call.sampling["max_tokens"] == 4096 and call.sampling["max_tokens_requested"] == 32000
+    (call,) = gw.store.get_calls(r.id)  # no cap by default: what it asked for
+    assert call.sampling["max_tokens"] == 32000 and "max_tokens_requested" not in call.sampling
+    with caplog.at_level(logging.INFO, logger="harnessrl.gateway"):
+        capped = make_gateway(limits=GatewayLimits(max_tokens_per_call=4096))
+    assert "max_tokens_per_call = 4096" in caplog.text  # a configured cap is said at start
+    r2 = capped.rollout()
+    c2 = openai.OpenAI(base_url=r2.base_url, api_key=r2.api_key, max_retries=0)
+    c2.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=32000)
+    c2.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
+    asked, unasked = capped.store.get_calls(r2.id)
+    assert asked.sampling["max_tokens"] == 4096 and asked.sampling["max_tokens_requested"] == 32000
+    assert asked.sampling["max_tokens_clamp"] == "cap"
+    assert unasked.sampling["max_tokens"] == 4096 and "max_tokens_requested" not in unasked.sampling
 
 
 class WindowedEngine(FakeEngine):
@@ -220,6 +233,25 @@ def test_context_window_clamps_max_tokens_or_names_both_numbers(make_gateway, wi
         c.chat.completions.create(model="m", messages=[{"role": "user", "content": "x" * 100}], max_tokens=10)
     assert "103 tokens" in str(info.value) and "context is 64 tokens" in str(info.value)
     assert gw.store.get_calls(r.id)[-1].status == CallStatus.ERROR
+
+
+def test_a_call_asking_no_max_tokens_gets_the_room_its_context_leaves(make_gateway, windowed):
+    """The engine lists its window (vLLM's max_model_len): no max_tokens is sent, the engine gives the room
+    left; with a rollout budget below the window, the budget is sent (and said)."""
+    from harnessrl.gateway.config import GatewayLimits
+
+    gw = make_gateway(engines=[windowed])
+    r = gw.rollout()
+    c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
+    c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}])
+    assert "max_tokens" not in windowed.engine.requests[-1]
+    (call,) = gw.store.get_calls(r.id)
+    assert "max_tokens" not in call.sampling and call.status == CallStatus.OK
+    small = make_gateway(engines=[windowed], limits=GatewayLimits(max_tokens_per_rollout=20))
+    r2 = small.rollout()
+    c2 = openai.OpenAI(base_url=r2.base_url, api_key=r2.api_key, max_retries=0)
+    c2.chat.completions.create(model="m", messages=[{"role": "user", "content": "hello"}])
+    assert windowed.engine.requests[-1]["max_tokens"] == 20
 
 
 def test_messages_errors_have_anthropics_shape(gw):

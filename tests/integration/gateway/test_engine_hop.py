@@ -9,9 +9,9 @@ from harnessrl.gateway.engine_hop import fit_context
 from harnessrl.gateway.errors import LimitExceeded
 
 
-def plan(max_tokens: int) -> Plan:
+def plan(max_tokens: int, asked: int | None = None) -> Plan:
     return Plan(upstream={"max_tokens": max_tokens}, sampling={"max_tokens": max_tokens}, stream=False,
-                want_logprobs=False, want_token_ids=False, max_tokens=max_tokens, n=1)
+                want_logprobs=False, want_token_ids=False, max_tokens=max_tokens, n=1, asked=asked)
 
 
 @pytest.mark.parametrize("message", [
@@ -23,11 +23,14 @@ def plan(max_tokens: int) -> Plan:
     "prompt, 64000 for the completion). Reduce the prompt or max_tokens.",
 ])
 def test_max_tokens_over_the_context_is_lowered_to_the_room_left(message):
-    p = plan(64000)
+    p = plan(64000, asked=64000)
     assert fit_context(p, message.encode()) is True
     assert p.upstream["max_tokens"] == p.sampling["max_tokens"] == p.max_tokens == 8192 - 300
-    assert p.sampling["max_tokens_requested"] == 64000
+    assert p.sampling["max_tokens_requested"] == 64000 and p.sampling["max_tokens_clamp"] == "context"
     assert fit_context(p, message.encode()) is False  # already fits: the engine's own error stands
+    unasked = plan(64000)  # a limit the gateway sent (the rollout's budget), not what the harness asked
+    assert fit_context(unasked, message.encode()) is True and unasked.max_tokens == 8192 - 300
+    assert "max_tokens_requested" not in unasked.sampling
 
 
 @pytest.mark.parametrize("message", [

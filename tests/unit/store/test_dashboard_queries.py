@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -74,3 +75,30 @@ def test_version_1_database_gains_the_task_index(tmp_path: Path) -> None:
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert "rollouts_by_task" in names
         assert conn.execute("SELECT version FROM schema_version").fetchone() == (SCHEMA_VERSION,)
+
+
+def test_call_usage_sums_calls_tokens_and_latency_and_outlives_a_purge(store: Store,
+                                                                      new_rollout: Callable[..., str]) -> None:
+    """A run's cost reads its calls' usage in one set query; the figures match the decoded calls, count
+    every choice and every status, and stay after retention emptied the token arrays."""
+    from dataclasses import replace
+
+    from harnessrl.types import CallStatus
+
+    run = store.create_run("r", {}).id
+    a, b, quiet = new_rollout(run_id=run), new_rollout(run_id=run), new_rollout(run_id=run)
+    store.record_calls([replace(make_call(a, [1, 2], [3, 4, 5]), latency_s=0.5),
+                        replace(make_call(a, [1, 2, 3, 4, 5, 6], [7], [8, 9]), latency_s=0.25)])
+    store.record_calls([replace(make_call(b, [9], status=CallStatus.ERROR), latency_s=None)])
+    usage = store.call_usage([a, b, quiet, "missing", a])
+    assert (usage.calls, usage.prompt_tokens, usage.completion_tokens) == (3, 2 + 6 + 1, 3 + 1 + 2)
+    assert usage.latency_s == 0.75
+    assert Store.call_usage(store, [a, b, quiet, "missing"]) == usage  # the generic fallback agrees
+    assert store.call_usage([]).calls == 0
+    for r in (a, b, quiet):
+        store.transition_rollout(r, S.RUNNING)
+        store.transition_rollout(r, S.SUCCEEDED)
+    store.end_run(run)
+    store.purge(finished_before=time.time() + 60, dry_run=False)
+    assert store.get_calls(a)[0].prompt_token_ids == []  # purged: the arrays are gone
+    assert store.call_usage([a, b, quiet]) == usage

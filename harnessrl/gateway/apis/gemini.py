@@ -80,12 +80,13 @@ def _number(obj: dict[str, Any], key: str, where: str) -> float | int | None:
 
 
 def _integer(obj: dict[str, Any], key: str, where: str, minimum: int) -> int | None:
-    """An integer field (JSON clients may send 40.0 for 40: Gemini's own client types topK as a float)."""
+    """An integer field (JSON clients may send 40.0 for 40: Gemini's own client types topK as a float),
+    within 64 bits (it is recorded)."""
     v = _number(obj, key, where)
     if v is None:
         return None
-    if v != int(v) or v < minimum:
-        raise BadRequest(f"{where}.{key} must be an integer >= {minimum}")
+    if v != int(v) or not minimum <= v < 2**63:
+        raise BadRequest(f"{where}.{key} must be an integer >= {minimum} (and below 2**63)")
     return int(v)
 
 

@@ -63,6 +63,38 @@ SEEDS: dict[str, list[dict[str, Any]]] = {
     ],
     "/reward": [{"value": 1.0, "name": "r", "call_index": 0}],
 }
+GEMINI_CONVERSATION = {
+    "systemInstruction": {"role": "user", "parts": [{"text": "s"}]},
+    "contents": [{"role": "user", "parts": [{"text": "hi"}, {"text": "there"}]},
+                 {"role": "model", "parts": [{"text": "t", "thought": True},
+                                             {"functionCall": {"name": "run", "args": {"c": "ls"}, "id": "f1"},
+                                              "thoughtSignature": "c2ln"}]},
+                 {"role": "user", "parts": [{"functionResponse": {"name": "run", "id": "f1",
+                                                                  "response": {"output": "a.txt"}}}]}],
+    "tools": [{"functionDeclarations": [
+        {"name": "run", "description": "run", "parameters": {"type": "OBJECT", "properties": {
+            "c": {"type": "STRING", "nullable": True}}, "required": ["c"]}},
+        {"name": "read", "parametersJsonSchema": {"type": "object", "properties": {"p": {"type": "string"}}}}]},
+        {"googleSearch": {}}],
+    "toolConfig": {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["run"]}},
+    "generationConfig": {"temperature": 0.5, "topP": 0.9, "topK": 4, "maxOutputTokens": 8, "stopSequences": ["x"],
+                         "candidateCount": 1, "seed": 3, "responseMimeType": "application/json",
+                         "responseJsonSchema": {"type": "object"}, "thinkingConfig": {"includeThoughts": True}},
+    "safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_NONE"}],
+}
+SEEDS.update({  # Google's Gemini API: both versions, SSE and the JSON array, snake_case names
+    "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse": [GEMINI_CONVERSATION],
+    "/v1/models/gemini-2.5-flash:streamGenerateContent": [GEMINI_CONVERSATION],
+    "/v1beta/models/gemini-2.5-flash:generateContent": [
+        {"contents": [{"parts": [{"text": "hi"}]}], "system_instruction": {"parts": [{"text": "s"}]},
+         "generation_config": {"max_output_tokens": 8, "response_mime_type": "application/json",
+                               "response_schema": {"type": "OBJECT", "properties": {"a": {"type": "ARRAY",
+                                                                                          "items": {"type": "STRING"}}}}}},
+        GEMINI_CONVERSATION],
+    "/v1beta/models/gemini-2.5-flash:countTokens": [
+        {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        {"generateContentRequest": {"model": "models/gemini-2.5-flash", **GEMINI_CONVERSATION}}],
+})
 WEIRD: list[Any] = [None, 0, -1, 1.5, 2**70, -(2**70), "", "x", [], [1], ["a"], {}, {"a": 1}, True, False,
                     [None], [[]], [{}], {"type": 5}, {"type": "text"}, "\u0000", "\ud7ff" * 3, 1e308]
 
@@ -141,9 +173,10 @@ def test_fuzz_every_harness_route(make_gateway, seed, mode):
                 if resp.status_code >= 500:
                     failures.append(f"{path}: {resp.status_code} {resp.text[:200]} body={data[:300]!r}")
             for method in ("GET", "POST"):  # models and the wrong method
-                resp = http.request(method, f"{gw.url}/r/{rollouts[0].id}/v1/models",
-                                    headers={"Authorization": f"Bearer {rollouts[0].api_key}"})
-                assert resp.status_code < 500
+                for models in ("/v1/models", "/v1beta/models", "/v1beta/models/g", "/v1/models/g:x"):
+                    resp = http.request(method, f"{gw.url}/r/{rollouts[0].id}{models}",
+                                        headers={"Authorization": f"Bearer {rollouts[0].api_key}"})
+                    assert resp.status_code < 500
         # odd headers: keys that open nothing, odd bytes, wrong content types, huge beta lists
         odd = [{"Authorization": "Bearer"}, {"Authorization": ""}, {"Authorization": "Basic abc"},
                {"x-api-key": b"\xe9\xff"}, {"Authorization": f"Bearer {rollouts[0].api_key}",

@@ -36,9 +36,17 @@ class CallTraining:
     sample: Sample | None
     trained_tokens: int
     note: str
+    #: How its max_tokens was lowered below what it asked for (``clamp_note``), or None.
+    clamp: str | None = None
 
 
 def call_training(call: Call, samples: SampleSet) -> CallTraining:
+    out = _call_training(call, samples)
+    out.clamp = clamp_note(call)
+    return out
+
+
+def _call_training(call: Call, samples: SampleSet) -> CallTraining:
     for i, s in enumerate(samples.samples):
         if call.index in s.call_indices:
             start, end = s.call_spans[s.call_indices.index(call.index)]
@@ -77,6 +85,19 @@ class Refusal:
     route: str
     code: str
     reason: str
+
+
+def clamp_note(call: Call) -> str | None:
+    """How a call's ``max_tokens`` was lowered below what it asked for, and whether the answer stopped
+    there (a rollout that ends where the harness did not choose is what gets trained), or None."""
+    asked = call.sampling.get("max_tokens_requested")
+    if asked is None:
+        return None
+    why = {"cap": "the gateway's max_tokens_per_call", "budget": "the rollout's token budget",
+           "context": "the room its context left"}.get(str(call.sampling.get("max_tokens_clamp")), "a limit")
+    note = f"max_tokens: asked {asked}, served {call.sampling.get('max_tokens')} ({why})"
+    stopped = any(c.finish_reason == "length" for c in call.choices)
+    return note + ("; stopped there" if stopped else "")
 
 
 _ERROR = re.compile(r"^(\d{3}) (\S+): (.*)$", re.S)

@@ -98,7 +98,7 @@ def print_rollout(store: Store, rollout_id: str, console: Console, log_lines: in
         calls.add_row(str(c.index), c.api.value, c.status.value, str(c.policy_version),
                       Text((c.fidelity.value if c.fidelity else "") + (f": {c.fidelity_reason}" if c.fidelity_reason else "")),
                       str(len(c.prompt_token_ids)), str(len(c.completion_token_ids)), str(tr.trained_tokens),
-                      _secs(c.latency_s), Text(tr.note))
+                      _secs(c.latency_s), Text("; ".join(x for x in (tr.note, tr.clamp) if x)))
     console.print(calls)
     if v.refusals:  # what the harness was told when a call failed: the first thing to read when it failed
         refused = Table(title="refused and failed calls", title_justify="left")

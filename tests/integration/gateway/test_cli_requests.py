@@ -181,6 +181,20 @@ def test_opencode_max_tokens_is_served_as_asked_or_clamped_to_a_configured_cap(g
     assert unasked.sampling["max_tokens"] == 4096 and "max_tokens_requested" not in unasked.sampling
 
 
+def test_a_call_stopped_at_a_cap_says_so_in_show(make_gateway, tmp_path, capsys, monkeypatch):
+    from harnessrl.cli import main
+
+    monkeypatch.setenv("COLUMNS", "300")  # one line per row: the note is read whole
+    gw = make_gateway(limits=GatewayLimits(max_tokens_per_call=2))
+    r = gw.rollout()
+    c = openai.OpenAI(base_url=r.base_url, api_key=r.api_key, max_retries=0)
+    out = c.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=500)
+    assert out.choices[0].finish_reason == "length"
+    assert main(["show", r.id, "--db", f"sqlite:///{tmp_path / 'gw.db'}"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())  # the table may wrap the note
+    assert "max_tokens: asked 500, served 2 (the gateway's" in printed and "stopped there" in printed
+
+
 class WindowedEngine(FakeEngine):
     """The fake engine with a context window, refusing like vLLM: 400 naming window and prompt length."""
 

@@ -20,6 +20,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from harnessrl.gateway.admin import json_response
+from harnessrl.gateway.apis import gemini
 from harnessrl.gateway.call import error_response
 from harnessrl.gateway.errors import GatewayError, NotFoundError
 from harnessrl.gateway.http import api_key, read_json
@@ -88,6 +89,13 @@ class ProductionApi:
                 routes.append(Route(f"{prefix}/{path}", self._call_endpoint(api), methods=["POST"]))
             routes.append(Route(f"{prefix}/messages/count_tokens", self._count_tokens, methods=["POST"]))
             routes.append(Route(f"{prefix}/models", self._models, methods=["GET"]))
+        for prefix in ("/p/{deployment}", "/p/{deployment}/s/{session}"):  # Google's Gemini API
+            for version in ("v1beta", "v1"):
+                base = f"{prefix}/{version}/models/{{model}}"
+                routes += [Route(f"{base}:generateContent", self._call_endpoint(ApiKind.GEMINI), methods=["POST"]),
+                           Route(f"{base}:streamGenerateContent", self._call_endpoint(ApiKind.GEMINI),
+                                 methods=["POST"]),
+                           Route(f"{base}:countTokens", self._count_tokens, methods=["POST"])]
         routes.append(Route("/p/{deployment}/feedback", self._feedback, methods=["POST"]))
         routes += ProductionAdmin(self, self.host.admin_route).routes()
         if self.arms.canary is not None:  # its admin routes only where a canary is configured
@@ -143,16 +151,19 @@ class ProductionApi:
         return derived_session_id(api, body, key.id), True
 
     async def _count_tokens(self, request: Request) -> Response:
-        """Anthropic's token counting: not a sampled call, so no session is opened for it."""
-        api = ApiKind.ANTHROPIC_MESSAGES
+        """Anthropic's or Gemini's token counting: not a sampled call, so no session is opened for it."""
+        google = "model" in request.path_params
+        api = ApiKind.GEMINI if google else ApiKind.ANTHROPIC_MESSAGES
         try:
             await self._authorize(request)
             body = await read_json(request, self.host.limits.max_body_bytes)
             state = RolloutState(id="count-tokens", key_hash=NO_ROLLOUT_KEY, record=False)
-            t = self.host.translate(state, api, body, request)
+            t = gemini.count_request(body, request.path_params["model"]) if google else \
+                self.host.translate(state, api, body, request)
         except GatewayError as exc:
             return error_response(exc, api)
-        return json_response({"input_tokens": await self.host.count_tokens(state, t.chat)})
+        count = await self.host.count_tokens(state, t.chat)
+        return json_response({"totalTokens": count} if google else {"input_tokens": count})
 
     async def _models(self, request: Request) -> Response:
         try:

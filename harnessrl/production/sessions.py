@@ -73,6 +73,11 @@ def derived_session_id(api: ApiKind, body: Any, key_id: str) -> str:
             system.append(body.get("instructions"))
             items = body.get("input")
             first = items if isinstance(items, str) else _first_user(items, system)
+        elif api == ApiKind.GEMINI:  # contents of {role, parts}; the REST API takes snake_case names too
+            system.append(body.get("systemInstruction", body.get("system_instruction")))
+            contents = body.get("contents")
+            first = next((c.get("parts") for c in contents if isinstance(c, dict) and c.get("role", "user") == "user"),
+                         None) if isinstance(contents, list) else None
         else:
             first = _first_user(body.get("messages"), system)
     text = orjson.dumps([system, first, key_id], option=orjson.OPT_SORT_KEYS)

@@ -1,6 +1,6 @@
 """A call's request and response as readable turns, whatever API the harness used.
 
-Chat Completions, Anthropic Messages, Responses and Completions bodies differ in shape; the page shows
+Chat Completions, Anthropic Messages, Responses, Gemini and Completions bodies differ in shape; the page shows
 each as a list of ``(role, text)`` turns plus the raw JSON. Text is untrusted: templates escape it.
 Below both of its readers: the dashboard and terminal (``inspection/``) and the judge's transcript
 (``rewards/judge_transcript.py``).
@@ -53,6 +53,27 @@ def _message_turn(m: Any) -> Turn:
     return Turn(role, text.strip("\n"))
 
 
+def _gemini_turn(content: Any) -> Turn:
+    """A Gemini ``Content`` ({role, parts}): text, function calls and function responses in order."""
+    if not isinstance(content, dict):
+        return Turn("?", _part_text(content))
+    texts = []
+    for part in content.get("parts") or []:
+        if not isinstance(part, dict):
+            texts.append(_part_text(part))
+        elif isinstance(part.get("text"), str):
+            texts.append(("(thought) " if part.get("thought") else "") + part["text"])
+        elif isinstance(part.get("functionCall"), dict):
+            fc = part["functionCall"]
+            texts.append(f"→ tool call {fc.get('name', '?')}({json.dumps(fc.get('args', {}), ensure_ascii=False)})")
+        elif isinstance(part.get("functionResponse"), dict):
+            fr = part["functionResponse"]
+            texts.append(f"← {fr.get('name', '?')}: {json.dumps(fr.get('response'), ensure_ascii=False)}")
+        else:
+            texts.append(_part_text(part))
+    return Turn(str(content.get("role") or "user"), "\n".join(texts))
+
+
 def request_turns(request: dict[str, Any]) -> list[Turn]:
     """The conversation the harness sent (redacted as stored)."""
     turns: list[Turn] = []
@@ -65,6 +86,11 @@ def request_turns(request: dict[str, Any]) -> list[Turn]:
     if "input" in request:
         items = request["input"]
         turns += [Turn("user", items)] if isinstance(items, str) else [_message_turn(m) for m in items or []]
+    system = request.get("systemInstruction", request.get("system_instruction"))
+    if system is not None:  # Gemini
+        turns.append(Turn("system", system if isinstance(system, str) else _gemini_turn(system).text))
+    if isinstance(request.get("contents"), list):
+        turns += [_gemini_turn(c) for c in request["contents"]]
     if "prompt" in request:
         prompt = request["prompt"]
         turns.append(Turn("prompt", prompt if isinstance(prompt, str) else json.dumps(prompt)))
@@ -88,6 +114,9 @@ def response_turns(response: dict[str, Any] | None) -> list[Turn]:
         turns.append(Turn(f"assistant ({response.get('stop_reason', '')})", _content(response["content"])))
     for item in response.get("output") or []:  # Responses
         turns.append(_message_turn(item))
+    for cand in response.get("candidates") or []:  # Gemini
+        if isinstance(cand, dict):
+            turns.append(Turn(f"model ({cand.get('finishReason', '')})", _gemini_turn(cand.get("content") or {}).text))
     return turns
 
 

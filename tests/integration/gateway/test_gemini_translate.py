@@ -169,3 +169,18 @@ def test_encoder_json_array_and_errors():
     assert orjson.loads(out)[-1]["error"]["status"] == "UNAVAILABLE"
     assert orjson.loads(gemini.ContentEncoder("m", sse=False).error_event("x"))[0]["error"]["code"] == 502
     assert gemini.error_body(401, "no key", "missing_api_key")["error"]["status"] == "UNAUTHENTICATED"
+
+
+def test_a_gemini_call_reads_as_turns():
+    from harnessrl.conversation import request_turns, response_turns
+
+    turns = request_turns({"systemInstruction": {"parts": [{"text": "be brief"}]}, "contents": [
+        {"role": "user", "parts": [{"text": "q"}]},
+        {"role": "model", "parts": [{"text": "hm", "thought": True}, {"functionCall": {"name": "f", "args": {"a": 1}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"output": "ok"}}}]}]})
+    assert [(t.role, t.text) for t in turns] == [
+        ("system", "be brief"), ("user", "q"), ("model", '(thought) hm\n→ tool call f({"a": 1})'),
+        ("user", '← f: {"output": "ok"}')]
+    out = response_turns({"candidates": [{"content": {"role": "model", "parts": [{"text": "a"}]},
+                                          "finishReason": "STOP"}]})
+    assert [(t.role, t.text) for t in out] == [("model (STOP)", "a")]

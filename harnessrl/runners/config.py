@@ -102,7 +102,7 @@ class KubernetesConfig(ConfigSection):
         "or inline in the Job's env, readable by anyone who can read Jobs (false).",
     )
     secret_env: list[str] = Field(
-        default_factory=lambda: ["OPENAI_API_KEY", "ANTHROPIC_API_KEY"],
+        default_factory=lambda: ["OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"],
         description="Rollout variables that go into the Secret when `api_key_secret` is true.",
     )
     ttl_seconds_after_finished: int = Field(

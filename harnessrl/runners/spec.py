@@ -147,7 +147,8 @@ def make_attempt_spec(
 
     ``gateway_url`` is the gateway's root (``http://127.0.0.1:8000``); the harness gets its rollout's
     routes: ``OPENAI_BASE_URL=<gw>/r/<id>/v1``, ``ANTHROPIC_BASE_URL=<gw>/r/<id>`` (no ``/v1``: the
-    Anthropic client appends ``/v1/messages``) and ``HARNESSRL_REWARD_URL=<gw>/r/<id>/reward``.
+    Anthropic client appends ``/v1/messages``), ``GOOGLE_GEMINI_BASE_URL=<gw>/r/<id>`` (Gemini's clients
+    append ``/v1beta/models/...``) and ``HARNESSRL_REWARD_URL=<gw>/r/<id>/reward``.
     ``protected`` adds globs (e.g. the reward config's) to the task's own.
     """
     if not _SAFE_ID.match(rollout_id):
@@ -159,6 +160,8 @@ def make_attempt_spec(
         "OPENAI_API_KEY": api_key,
         "ANTHROPIC_BASE_URL": root,
         "ANTHROPIC_API_KEY": api_key,
+        "GOOGLE_GEMINI_BASE_URL": root,  # the Gemini CLI and google-genai append /v1beta/models/...
+        "GEMINI_API_KEY": api_key,
         "HARNESSRL_REWARD_URL": f"{root}/reward",
         "HARNESSRL_ROLLOUT_ID": rollout_id,
         "HARNESSRL_TASK_ID": task_id,

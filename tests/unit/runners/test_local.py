@@ -65,7 +65,8 @@ def test_success_sees_rollout_env_and_task_input(tmp_path: Path, monkeypatch: py
     seen = json.loads((result.workdir / "seen.json").read_text())
     assert seen["OPENAI_BASE_URL"] == f"{GW}/r/roll-1/v1"
     assert seen["ANTHROPIC_BASE_URL"] == f"{GW}/r/roll-1"  # no /v1: the anthropic client appends it
-    assert seen["OPENAI_API_KEY"] == seen["ANTHROPIC_API_KEY"] == "key-roll-1"
+    assert seen["OPENAI_API_KEY"] == seen["ANTHROPIC_API_KEY"] == seen["GEMINI_API_KEY"] == "key-roll-1"
+    assert seen["GOOGLE_GEMINI_BASE_URL"] == f"{GW}/r/roll-1"
     assert seen["HARNESSRL_REWARD_URL"] == f"{GW}/r/roll-1/reward"
     assert seen["HARNESSRL_ROLLOUT_ID"] == "roll-1" and seen["HARNESSRL_TASK_ID"] == "t1"
     assert json.loads(seen["HARNESSRL_TASK_INPUT"]) == task_input

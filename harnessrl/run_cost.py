@@ -38,6 +38,12 @@ FIELDS: dict[str, str] = {
     "attempts": "attempts launched (every rollout of the step or evaluation, infra failures and re-runs included)",
     "successes": "attempts whose outcome reward reached success_at",
     "calls": "model calls recorded in the store for those attempts, whatever their status",
+    "refused_calls": "of those, calls the gateway answered with an error before the engine was asked "
+                     "(status refused: the API's rules, a budget, an unknown route)",
+    "clamped_calls": "of those, calls whose max_tokens was lowered below what they asked for (a configured cap, "
+                     "the rollout's budget, the room the context left)",
+    "stopped_at_clamp": "of the clamped calls, those whose answer ended at the lowered limit (finish_reason "
+                        "length): the attempt went on from where the harness did not choose",
     "prompt_tokens": "prompt tokens of those calls (each call's whole prompt, shared prefixes counted each time)",
     "completion_tokens": "completion tokens the engine sampled for those calls (every choice)",
     "tokens_trained": "tokens the optimizer step trained on (loss mask 1; metrics.jsonl tokens/trained)",
@@ -65,6 +71,9 @@ class Cost:
     attempts: int = 0
     successes: int = 0
     calls: int = 0
+    refused_calls: int = 0
+    clamped_calls: int = 0
+    stopped_at_clamp: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tokens_trained: int = 0
@@ -135,7 +144,9 @@ def attempts_cost(store: Store, rollouts: Sequence[Rollout], success_at: float) 
     successes = sum(1 for s in stats.values() if (v := rollout_reward(s.rewards)) is not None and v >= success_at)
     harness = sum(r.finished_at - r.started_at for r in rollouts
                   if r.started_at is not None and r.finished_at is not None)
-    return Cost(attempts=len(ids), successes=successes, calls=usage.calls, prompt_tokens=usage.prompt_tokens,
+    return Cost(attempts=len(ids), successes=successes, calls=usage.calls, refused_calls=usage.refused,
+                clamped_calls=usage.clamped, stopped_at_clamp=usage.stopped_at_clamp,
+                prompt_tokens=usage.prompt_tokens,
                 completion_tokens=usage.completion_tokens, call_s=usage.latency_s, harness_s=harness)
 
 
@@ -230,8 +241,15 @@ def per_success(cost: RunCost) -> str:
 
 
 def cost_lines(cost: RunCost) -> list[str]:
-    """The two lines a run's end prints: the totals, then the cost per successful training attempt."""
+    """The lines a run's end prints: the totals, the cost per successful training attempt, and a third line
+    only when calls were refused or had their max_tokens lowered (what a harness did not choose)."""
     t = cost.total
+    odd = []
+    if t.refused_calls:
+        odd.append(f"{t.refused_calls:,} calls refused (harnessrl show ROLLOUT says why)")
+    if t.clamped_calls:
+        odd.append(f"{t.clamped_calls:,} calls served less max_tokens than asked, {t.stopped_at_clamp:,} of "
+                   "them stopped there")
     return [
         f"cost: {t.calls:,} model calls ({cost.train.calls:,} training, {cost.held_out.calls:,} held-out), "
         f"{t.prompt_tokens:,} prompt + {t.completion_tokens:,} completion tokens, {t.tokens_trained:,} trained | "
@@ -239,4 +257,4 @@ def cost_lines(cost: RunCost) -> list[str]:
         f"harness {secs(t.harness_s)}, publish {secs(t.publish_s)} | CPU {secs(t.cpu_s)} "
         f"(+{secs(t.children_cpu_s)} harnesses, verifiers) | peak RSS {gib(t.peak_rss_bytes)}",
         per_success(cost),
-    ]
+    ] + ([f"calls: {'; '.join(odd)}"] if odd else [])

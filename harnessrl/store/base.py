@@ -12,6 +12,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from harnessrl.store.retention import PurgeCounts
 from harnessrl.types import (
     ApiKind,
@@ -100,6 +102,18 @@ class CallUsage:
     prompt_tokens: int = 0  # each call's full prompt (a shared prefix counts in every call that sent it)
     completion_tokens: int = 0  # every choice's sampled tokens
     latency_s: float = 0.0  # the recorded latencies summed (the gateway's time per call; calls overlap)
+    refused: int = 0  # calls answered with an error before the engine was asked (status "refused")
+    clamped: int = 0  # calls whose max_tokens was lowered below what they asked for (a cap, budget, context)
+    stopped_at_clamp: int = 0  # of those, the calls whose answer ended at the lowered limit ("length")
+
+
+def usage_of(status: str, sampling: str | dict[str, Any], finishes: Sequence[str | None]) -> tuple[int, int, int]:
+    """(refused, clamped, stopped at the clamp) of one call, from its status, sampling record and finish
+    reasons (the sampling record's JSON text is parsed only when it names a lowered limit)."""
+    if isinstance(sampling, str):
+        sampling = orjson.loads(sampling) if "max_tokens_requested" in sampling else {}
+    clamped = int(sampling.get("max_tokens_requested") is not None)
+    return int(status == "refused"), clamped, clamped * int("length" in finishes)
 
 
 class Store(abc.ABC):
@@ -208,7 +222,7 @@ class Store(abc.ABC):
 
         Unknown ids count nothing. Drivers override this with a set query; this fallback decodes every call.
         """
-        calls = prompt = completion = 0
+        calls = prompt = completion = refused = clamped = stopped = 0
         latency = 0.0
         for rid in dict.fromkeys(rollout_ids):
             try:
@@ -219,7 +233,10 @@ class Store(abc.ABC):
             prompt += sum(len(c.prompt_token_ids) for c in found)
             completion += sum(len(ch.token_ids) for c in found for ch in c.choices)
             latency += sum(c.latency_s or 0.0 for c in found)
-        return CallUsage(calls, prompt, completion, latency)
+            for c in found:
+                r, k, s = usage_of(c.status.value, c.sampling, [ch.finish_reason for ch in c.choices])
+                refused, clamped, stopped = refused + r, clamped + k, stopped + s
+        return CallUsage(calls, prompt, completion, latency, refused, clamped, stopped)
 
     # -- calls ----------------------------------------------------------------------------------------
     @abc.abstractmethod

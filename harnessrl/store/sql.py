@@ -37,6 +37,7 @@ from harnessrl.store.base import (
     RolloutStats,
     Store,
     StoreError,
+    usage_of,
 )
 from harnessrl.store.codec import ITEM_SIZE
 from harnessrl.store.retention import ELIGIBLE, HELD, PurgeCounts, scope_sql
@@ -523,19 +524,22 @@ class SqlStore(Store):
     def call_usage(self, rollout_ids: Sequence[str]) -> CallUsage:
         """One set query per ``MAX_IDS`` ids over the columns a purge keeps (no token array is read)."""
         ids = list(dict.fromkeys(rollout_ids))
-        calls = prompt = completion = 0
+        calls = prompt = completion = refused = clamped = stopped = 0
         latency = 0.0
         with self._read() as conn:
             size = self.MAX_IDS or max(len(ids), 1)
             for i in range(0, len(ids), size):
                 cond, args = self._in_ids(ids[i : i + size])
-                for row in conn.execute(f"SELECT prompt_len, choices, latency_s FROM calls WHERE rollout_id{cond}",
-                                        args):
+                sql = f"SELECT prompt_len, choices, latency_s, status, sampling FROM calls WHERE rollout_id{cond}"
+                for row in conn.execute(sql, args):
+                    choices = orjson.loads(row["choices"])
                     calls += 1
                     prompt += row["prompt_len"]
-                    completion += sum(int(choice[0]) for choice in orjson.loads(row["choices"]))
+                    completion += sum(int(choice[0]) for choice in choices)
                     latency += row["latency_s"] or 0.0
-        return CallUsage(calls, prompt, completion, latency)
+                    r, k, s = usage_of(row["status"], row["sampling"], [choice[2] for choice in choices])
+                    refused, clamped, stopped = refused + r, clamped + k, stopped + s
+        return CallUsage(calls, prompt, completion, latency, refused, clamped, stopped)
 
     # -- policy versions ------------------------------------------------------------------------------
     def add_policy_version(

@@ -101,6 +101,9 @@ def test_the_lines_a_run_ends_with() -> None:
     assert cost_lines(none)[1] == "per successful training attempt: n/a (none of 5 reached reward >= 1)"
     sft = RunCost(2, Cost(tokens_trained=50, trainer_s=3.0), EVAL, None)
     assert cost_lines(sft)[1] == "per successful training attempt: n/a (no training attempt recorded)"
+    odd = RunCost(1, Cost(attempts=2, calls=9, refused_calls=2, clamped_calls=3, stopped_at_clamp=1), Cost(), 1.0)
+    assert cost_lines(odd)[2] == ("calls: 2 calls refused (harnessrl show ROLLOUT says why); 3 calls served less "
+                                  "max_tokens than asked, 1 of them stopped there")
 
 
 def test_the_runs_end_appends_its_totals(tmp_path: Path) -> None:

@@ -90,9 +90,18 @@ def test_call_usage_sums_calls_tokens_and_latency_and_outlives_a_purge(store: St
     store.record_calls([replace(make_call(a, [1, 2], [3, 4, 5]), latency_s=0.5),
                         replace(make_call(a, [1, 2, 3, 4, 5, 6], [7], [8, 9]), latency_s=0.25)])
     store.record_calls([replace(make_call(b, [9], status=CallStatus.ERROR), latency_s=None)])
+    # a refused call, and two whose max_tokens was lowered: one stopped at the limit, one did not
+    store.record_calls([replace(make_call(b, [], status=CallStatus.REFUSED), latency_s=None)])
+    cut = make_call(quiet, [1], [2, 3])
+    cut.choices[0] = replace(cut.choices[0], finish_reason="length")
+    store.record_calls([replace(cut, sampling={"max_tokens": 2, "max_tokens_requested": 9,
+                                               "max_tokens_clamp": "cap"}, latency_s=None),
+                        replace(make_call(quiet, [1, 2, 3, 4], [5]), latency_s=None,
+                                sampling={"max_tokens": 2, "max_tokens_requested": 9})])
     usage = store.call_usage([a, b, quiet, "missing", a])
-    assert (usage.calls, usage.prompt_tokens, usage.completion_tokens) == (3, 2 + 6 + 1, 3 + 1 + 2)
+    assert (usage.calls, usage.prompt_tokens, usage.completion_tokens) == (6, 2 + 6 + 1 + 1 + 4, 3 + 1 + 2 + 2 + 1)
     assert usage.latency_s == 0.75
+    assert (usage.refused, usage.clamped, usage.stopped_at_clamp) == (1, 2, 1)
     assert Store.call_usage(store, [a, b, quiet, "missing"]) == usage  # the generic fallback agrees
     assert store.call_usage([]).calls == 0
     for r in (a, b, quiet):

@@ -36,5 +36,28 @@ def opencode(new: str) -> list[dict]:
     ]
 
 
-SCRIPTS = {"claude-code": claude_code, "codex": codex, "opencode": opencode}
-BINARIES = {"claude-code": "claude", "codex": "codex", "opencode": "opencode"}
+def gemini_cli(new: str) -> list[dict]:
+    return [
+        {"tool": "read_file", "arguments": {"file_path": "{cwd}/greet.py"}},
+        {"tool": "replace", "arguments": {"file_path": "{cwd}/greet.py", "instruction": "Fix the greeting.",
+                                          "old_string": OLD, "new_string": new}},
+        {"tool": "run_shell_command", "arguments": {"command": "python3 -m unittest", "description": "Run the tests"}},
+        ANSWER,
+    ]
+
+
+SCRIPTS = {"claude-code": claude_code, "codex": codex, "opencode": opencode, "gemini-cli": gemini_cli}
+BINARIES = {"claude-code": "claude", "codex": "codex", "opencode": "opencode", "gemini-cli": "gemini"}
+
+
+def openhands(new: str) -> list[dict]:
+    # The OpenHands SDK's default tools; its `finish` tool ends the conversation (a plain answer would too).
+    return [
+        {"tool": "file_editor", "arguments": {"command": "view", "path": "{cwd}/greet.py",
+                                              "summary": "Read greet.py", "security_risk": "LOW"}},
+        {"tool": "file_editor", "arguments": {"command": "str_replace", "path": "{cwd}/greet.py", "old_str": OLD,
+                                              "new_str": new, "summary": "Fix greet", "security_risk": "LOW"}},
+        {"tool": "terminal", "arguments": {"command": "python3 -m unittest", "summary": "Run the tests",
+                                           "security_risk": "LOW"}},
+        {"tool": "finish", "arguments": {"message": ANSWER["text"]}},
+    ]

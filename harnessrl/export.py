@@ -62,7 +62,7 @@ def _schema() -> Any:
     ])
 
 
-class _TokenScrubbers:
+class TokenScrubbers:
     """A token redactor per run's model (``engine.model``, its tokenizer loaded once, offline); None for a
     run whose tokenizer is not here: its token IDs are exported as stored."""
 
@@ -94,7 +94,7 @@ def sample_records(store: Store, *, run_id: str | None = None, status: RolloutSt
     if run_id is not None and run_id not in runs:
         raise NotFound(f"run {run_id!r} does not exist")
     redactor = redactor_for(list(runs.values()) if run_id is None else [runs[run_id]], redact)
-    tokens = _TokenScrubbers(redactor.patterns)
+    tokens = TokenScrubbers(redactor.patterns)
     purged = 0
     for r in store.iter_rollouts(run_id=run_id, status=status):
         if r.purged_at is not None:  # retention emptied its calls: say so rather than export nothing quietly

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,14 +90,14 @@ def detect_kind(records: Sequence[dict[str, Any]], path: str | Path) -> str:
                             "(OpenAI-style conversations); see docs/trajectory-format.md")
 
 
-def _new_run(store: Store, run_id: str | None, source: str, kind: str) -> str:
+def new_run(store: Store, run_id: str | None, source: str, kind: str) -> str:
     run_id = run_id or f"import-{uuid.uuid4().hex[:8]}"
     store.create_run(f"import {Path(source).name}", {"import": {"source": str(source), "kind": kind,
                                                                "format_version": FORMAT_VERSION}}, run_id=run_id)
     return run_id
 
 
-def _finish_rollout(store: Store, rid: str, status: str, failure_kind: str | None) -> None:
+def finish_rollout(store: Store, rid: str, status: str, failure_kind: str | None) -> None:
     status_ = RolloutStatus(status)
     if status_ in (RolloutStatus.QUEUED, RolloutStatus.RUNNING):
         if status_ == RolloutStatus.RUNNING:
@@ -127,7 +127,7 @@ def _calls_of_sample(rec: dict[str, Any]) -> Iterator[tuple[int, list[int], list
 def import_samples(store: Store, records: Sequence[dict[str, Any]], *, source: str,
                    run_id: str | None = None) -> ImportReport:
     """Write a versioned export's samples back as rollouts, calls and rewards (see the module docstring)."""
-    run_id = _new_run(store, run_id, source, "samples")
+    run_id = new_run(store, run_id, source, "samples")
     report = ImportReport(run_id=run_id, kind="samples")
     by_rollout: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
@@ -150,7 +150,7 @@ def import_samples(store: Store, records: Sequence[dict[str, Any]], *, source: s
             ci = w.get("call_index")
             store.add_reward(rollout.id, float(w["value"]), w["name"],
                              None if ci is None else new_index.get(int(ci)))
-        _finish_rollout(store, rollout.id, head["status"], head.get("failure_kind"))
+        finish_rollout(store, rollout.id, head["status"], head.get("failure_kind"))
         report.rollouts += 1
         report.calls += len(calls)
     return report
@@ -172,16 +172,20 @@ class TokenizedTurn:
     #: The render of the turn did not extend the render of the prompt (a template that rewrites history):
     #: its completion is what follows their common prefix, and the sample splits there.
     boundary_changed: bool = False
+    #: Which message of the conversation this turn is.
+    message_index: int = -1
 
 
-def tokenize_conversation(tokenizer: Any, messages: Sequence[dict[str, Any]], tools: Any = None) -> list[TokenizedTurn]:
-    """Each assistant message of ``messages`` as (prompt, completion) token IDs under the chat template."""
+def tokenize_conversation(tokenizer: Any, messages: Sequence[dict[str, Any]], tools: Any = None,
+                          only: Collection[int] | None = None) -> list[TokenizedTurn]:
+    """Each assistant message of ``messages`` (or those at the indices ``only``: the others are context the
+    policy did not write, as an ATIF trajectory can say) as (prompt, completion) token IDs under the template."""
     from harnessrl.training.samples import common_prefix_length
 
     eos = tokenizer.eos_token_id
     turns = []
     for i, m in enumerate(messages):
-        if m.get("role") != "assistant":
+        if m.get("role") != "assistant" or (only is not None and i not in only):
             continue
         prompt = _render(tokenizer, list(messages[:i]), tools, generation_prompt=True)
         full = _render(tokenizer, list(messages[: i + 1]), tools, generation_prompt=False)
@@ -190,14 +194,14 @@ def tokenize_conversation(tokenizer: Any, messages: Sequence[dict[str, Any]], to
         if eos is not None and eos in completion:  # the template's glue after the end-of-turn token is context
             completion = completion[: completion.index(eos) + 1]
         if completion:
-            turns.append(TokenizedTurn(prompt[:k] if k < len(prompt) else prompt, completion, k < len(prompt)))
+            turns.append(TokenizedTurn(prompt[:k] if k < len(prompt) else prompt, completion, k < len(prompt), i))
     return turns
 
 
 def import_conversations(store: Store, records: Sequence[dict[str, Any]], tokenizer: Any, *, source: str,
                          model: str, run_id: str | None = None) -> ImportReport:
     """Write conversations as rollouts whose calls are the student's tokenization of each assistant turn."""
-    run_id = _new_run(store, run_id, source, "conversations")
+    run_id = new_run(store, run_id, source, "conversations")
     report = ImportReport(run_id=run_id, kind="conversations")
     reason = f"re-tokenized from text with {model}'s chat template (imported from {Path(source).name})"
     for n, rec in enumerate(records):
@@ -220,7 +224,7 @@ def import_conversations(store: Store, records: Sequence[dict[str, Any]], tokeni
             report.counts["boundary_changed"] += int(t.boundary_changed)
         if rec.get("reward") is not None:
             store.add_reward(rollout.id, float(rec["reward"]), "final")
-        _finish_rollout(store, rollout.id, "succeeded", None)
+        finish_rollout(store, rollout.id, "succeeded", None)
         report.rollouts += 1
         report.calls += len(turns)
     return report

@@ -24,6 +24,7 @@ def _target(into: str) -> tuple[str, str | None]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harnessrl.atif.read import import_atif, is_atif
     from harnessrl.importer import ImportFormatError, import_file, import_run
     from harnessrl.store import open_store
 
@@ -41,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
                 report = import_run(source, args.from_run, store, load_tokenizer(spec), model=spec, dest_run_id=args.run)
             finally:
                 source.close()
+        elif is_atif(args.file):
+            report = import_atif(store, args.file, tokenizer_spec=args.tokenizer or model, run_id=args.run)
         else:
             report = import_file(store, args.file, tokenizer_spec=args.tokenizer or model, run_id=args.run)
     except (ImportFormatError, FileNotFoundError) as exc:
@@ -53,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     """``harnessrl import`` on the CLI's subparsers (docs/trajectory-format.md)."""
-    p = sub.add_parser("import", help="load a harnessrl export or a JSONL of OpenAI-style conversations into a store")
-    p.add_argument("file", help="an export (.parquet / .jsonl), a conversations .jsonl, or with --from-run a store URL")
+    p = sub.add_parser("import", help="load a harnessrl export, ATIF trajectories or a JSONL of OpenAI-style "
+                       "conversations into a store")
+    p.add_argument("file", help="an export (.parquet / .jsonl), ATIF trajectories (.json, a folder of them, or "
+                   "a Harbor job folder), a conversations .jsonl, or with --from-run a store URL")
     p.add_argument("--into", required=True, help="CONFIG.toml (its store; its [engine] model tokenizes "
                    "conversations) or a store URL")
     p.add_argument("--tokenizer", help="model spec whose chat template tokenizes conversations (default: the "

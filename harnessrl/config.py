@@ -107,10 +107,16 @@ class RunConfig(ConfigSection):
 
 
 class TasksConfig(ConfigSection):
-    """Where tasks come from: JSONL files (one object per line with `id` and `input`) or a HF dataset."""
+    """Where tasks come from: JSONL files (one object per line with `id` and `input`), folders of Harbor tasks
+    (terminal-bench's format, docs/harbor.md) or a HF dataset."""
 
-    train: str | None = Field(None, description="JSONL of training tasks (relative to the config file).")
-    eval: str | None = Field(None, description="JSONL of held-out tasks, never trained on.")
+    train: str | None = Field(None, description="Training tasks (relative to the config file): a JSONL file, or "
+                              "a folder of Harbor task folders (or one task folder).")
+    eval: str | None = Field(None, description="Held-out tasks, never trained on: a JSONL file or a Harbor folder.")
+    format: Literal["auto", "jsonl", "harbor"] = Field(
+        "auto", description="How `train`/`eval` are read: `auto` reads a folder as Harbor tasks and a file as "
+        "JSONL; `jsonl` or `harbor` insist (a path of the other kind is an error)."
+    )
     dataset: str | None = Field(None, description="A `datasets` dataset name or path instead of JSONL.")
     dataset_train_split: str = Field("train", description="Split of `dataset` used for training.")
     dataset_eval_split: str | None = Field("test", description="Split of `dataset` held out.")

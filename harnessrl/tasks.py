@@ -2,7 +2,8 @@
 
 A JSONL line is ``{"id": "t1", "input": {...}}`` plus optional runner/verifier assets (``workspace``,
 ``hidden_dir``, ``protected``, ...) that stay out of ``input`` so the harness never sees them; see
-``harnessrl.runners.TaskAssets``. Ids must be unique across both splits: a held-out task that is also a
+``harnessrl.runners.TaskAssets``. A folder instead of a file is a set of Harbor tasks (``harnessrl/harbor/``,
+docs/harbor.md). Ids must be unique across both splits: a held-out task that is also a
 training task would make the evaluation meaningless.
 """
 
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from harnessrl.config import HarnessConfig, TasksConfig
+from harnessrl.harbor.load import load_harbor_tasks
+from harnessrl.harbor.task_dir import HarborTaskError
 from harnessrl.runners import TaskAssets
 from harnessrl.runners.config import NO_LOCAL_VERIFIER_ON_KUBERNETES
 from harnessrl.types import Task, TaskSplit
@@ -63,7 +66,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def _dataset_records(cfg: TasksConfig, split: str) -> list[dict[str, Any]]:
     try:
-        import datasets  # type: ignore[import-not-found]
+        import datasets  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         raise TaskLoadError("[tasks] dataset needs the `datasets` package: pip install datasets") from None
     assert cfg.dataset is not None
@@ -74,6 +77,7 @@ def load_tasks(config: HarnessConfig, run_id: str) -> dict[TaskSplit, list[Loade
     """Both splits of the configured task set; raises ``TaskLoadError`` with a precise message."""
     cfg = config.tasks
     sources: dict[TaskSplit, tuple[list[dict[str, Any]], Path | None]] = {}
+    harbor: dict[TaskSplit, Path] = {}
     if cfg.dataset:
         sources[TaskSplit.TRAIN] = (_dataset_records(cfg, cfg.dataset_train_split), None)
         if cfg.dataset_eval_split:
@@ -81,10 +85,26 @@ def load_tasks(config: HarnessConfig, run_id: str) -> dict[TaskSplit, list[Loade
     else:
         for split, rel in ((TaskSplit.TRAIN, cfg.train), (TaskSplit.EVAL, cfg.eval)):
             path = config.resolve(rel)
-            if path is not None:
+            if path is not None and _is_harbor(path, cfg.format, split):
+                harbor[split] = path
+            elif path is not None:
                 sources[split] = (read_jsonl(path), path.parent)
     out: dict[TaskSplit, list[LoadedTask]] = {TaskSplit.TRAIN: [], TaskSplit.EVAL: []}
     seen: dict[str, TaskSplit] = {}
+    for split, root in harbor.items():
+        if config.runner.kind == "kubernetes":
+            raise TaskLoadError(f"[tasks] {split.value} = {root} holds Harbor tasks, whose tests/test.sh is a verifier: "
+                                f"{NO_LOCAL_VERIFIER_ON_KUBERNETES}")
+        try:
+            loaded = load_harbor_tasks(root, config.run_dir / "harbor", runner_timeout_s=config.runner.timeout_s,
+                                       verifier_timeout_s=config.rewards.verifier_timeout_s)
+        except HarborTaskError as exc:
+            raise TaskLoadError(str(exc)) from None
+        for h in loaded:
+            if h.id in seen:
+                raise TaskLoadError(f"task id {h.id!r} appears twice ({seen[h.id].value} and {split.value})")
+            seen[h.id] = split
+            out[split].append(LoadedTask(Task(run_id=run_id, id=h.id, input=h.input, split=split), h.assets))
     for split, (records, base) in sources.items():
         for i, record in enumerate(records):
             task = _record_to_task(record, cfg, run_id, split, f"{split.value} task #{i + 1}")
@@ -100,3 +120,12 @@ def load_tasks(config: HarnessConfig, run_id: str) -> dict[TaskSplit, list[Loade
                                     f"{NO_LOCAL_VERIFIER_ON_KUBERNETES}")
             out[split].append(LoadedTask(task, assets))
     return out
+
+
+def _is_harbor(path: Path, fmt: str, split: TaskSplit) -> bool:
+    """Whether ``[tasks] <split>`` names Harbor task folders (``format``, or by what is on disk)."""
+    if fmt == "harbor" and not path.is_dir():
+        raise TaskLoadError(f'[tasks] {split.value} = {path}: format = "harbor" needs a folder of Harbor tasks')
+    if fmt == "jsonl" and path.is_dir():
+        raise TaskLoadError(f'[tasks] {split.value} = {path} is a folder; format = "jsonl" needs a JSONL file')
+    return fmt == "harbor" or (fmt == "auto" and path.is_dir())

@@ -32,6 +32,7 @@ from harnessrl.types import Call, Rollout, RolloutStatus
 ROOT = Path(__file__).resolve().parents[3]
 CLIS_BIN = (ROOT / ".clis").resolve() / "node_modules" / ".bin"  # real path: a sandbox binds that
 EXAMPLES = ROOT / "examples"
+OPENHANDS_VENV = ROOT / ".venv-openhands"  # scripts/openhands.sh; its base-python links to the interpreter
 
 sys.path.insert(0, str(ROOT / "tests"))  # `fakes` importable
 from fakes.cli_engine import CliScriptEngine, CliTokenScriptEngine  # noqa: E402
@@ -43,6 +44,13 @@ def require_cli(name: str) -> None:
     if not (CLIS_BIN / name).exists():
         pytest.skip(f"{name} is not installed: run `bash scripts/clis.sh` (pinned CLIs from npm into .clis/)",
                     allow_module_level=True)
+
+
+def require_openhands() -> None:
+    """Skip the calling module when ``scripts/openhands.sh`` has not made OpenHands' venv."""
+    if not (OPENHANDS_VENV / "pins").exists():
+        pytest.skip("OpenHands is not installed: run `bash scripts/openhands.sh` (openhands-sdk and -tools into "
+                    ".venv-openhands, Python >= 3.12)", allow_module_level=True)
 
 
 def sandbox_read_only(*paths: Path) -> dict[str, Any]:
@@ -89,9 +97,11 @@ class Stack:
         self.store.close()
 
     def attempt(self, example: str, script: list[dict[str, Any]], group_id: str, *,
-                timeout_s: float = 300, env: dict[str, str] | None = None, sandbox: bool = True) -> Attempt:
+                timeout_s: float = 300, env: dict[str, str] | None = None, sandbox: bool = True,
+                read_only: tuple[Path, ...] = (CLIS_BIN.parents[1],)) -> Attempt:
         """One attempt of ``examples/<example>``'s task with ``script`` played by the engine (``env``: more
-        attempt environment; ``sandbox=False``: the attempt runs without the runner's sandbox)."""
+        attempt environment; ``sandbox=False``: the attempt runs without the runner's sandbox; ``read_only``:
+        what the sandbox shows besides the system, harnessrl and the example: the CLIs by default)."""
         tasks_dir = EXAMPLES / example / "tasks"
         record = json.loads((tasks_dir / "train.jsonl").read_text().splitlines()[0])
         r = self.admin.post("/admin/rollouts", json={"task_id": record["id"], "group_id": group_id,
@@ -101,7 +111,7 @@ class Stack:
         workroot = self.tmp / "attempts"
         runner_config = RunnerConfig(command=["bash", str(EXAMPLES / example / "run.sh")], timeout_s=timeout_s,
                                      keep_workdirs="all", env={"CLIS_BIN": str(CLIS_BIN), **(env or {})},
-                                     **(sandbox_read_only(CLIS_BIN.parents[1]) if sandbox else {"sandbox": "none"}))
+                                     **(sandbox_read_only(*read_only) if sandbox else {"sandbox": "none"}))
         rewards_config = RewardConfig(verifier=[sys.executable, str(EXAMPLES / example / "verify.py")])
         spec = make_attempt_spec(runner_config, rollout_id=rid, task_id=record["id"], task_input=record["input"],
                                  gateway_url=self.gateway.url, api_key=key,
@@ -152,8 +162,10 @@ def check_recorded(calls: list[Call]) -> None:
         assert c.fidelity is not None
 
 
-def edit_and_train(stack: Stack, example: str, script: Any, tmp: Path, agent_calls: int) -> tuple[Attempt, Attempt]:
-    """The check every CLI test makes: ``script(new_line)`` makes the CLI edit greet.py's return line.
+def edit_and_train(stack: Stack, example: str, script: Any, tmp: Path, agent_calls: int,
+                   **attempt: Any) -> tuple[Attempt, Attempt]:
+    """The check every CLI test makes: ``script(new_line)`` makes the CLI edit greet.py's return line
+    (``attempt``: more keywords of ``Stack.attempt``, e.g. what the sandbox shows).
 
     A right fix and a wrong one, as a group of two attempts: both run the CLI to its end (exit 0) with its
     own tools, the file changed, every call recorded with token ids, logprobs and a fidelity verdict, the
@@ -161,7 +173,7 @@ def edit_and_train(stack: Stack, example: str, script: Any, tmp: Path, agent_cal
     got it), the verifier scores 1 and 0, and one training step on the group has a non-zero gradient.
     """
     right, wrong = 'return f"Hello, {name}!"', 'return f"Hello {name}"'
-    good = stack.attempt(example, script(right), f"{example}-group")
+    good = stack.attempt(example, script(right), f"{example}-group", **attempt)
     assert good.rollout.exit_code == 0, good.logs
     assert right in (good.workdir / "greet.py").read_text(), good.logs
     assert good.rewards["verifier"] == 1.0, good.logs
@@ -171,7 +183,7 @@ def edit_and_train(stack: Stack, example: str, script: Any, tmp: Path, agent_cal
     fidelity = [(c.fidelity.value if c.fidelity else None, c.fidelity_reason) for c in agent]
     assert [f for f, _ in fidelity[1:]] == ["extended"] * (agent_calls - 1), fidelity
 
-    bad = stack.attempt(example, script(wrong), f"{example}-group")
+    bad = stack.attempt(example, script(wrong), f"{example}-group", **attempt)
     assert bad.rollout.exit_code == 0, bad.logs
     assert wrong in (bad.workdir / "greet.py").read_text(), bad.logs
     assert bad.rewards["verifier"] == 0.0, bad.logs

@@ -138,10 +138,8 @@ class _Steps:
         self.steps: list[dict[str, Any]] = []
         self.shown: list[tuple[str, str, int]] = []
 
-    def _add(self, step: dict[str, Any]) -> dict[str, Any]:
-        step["step_id"] = len(self.steps) + 1
-        self.steps.append(step)
-        return step
+    def _add(self, step: dict[str, Any]) -> None:
+        self.steps.append({"step_id": len(self.steps) + 1, **step})
 
     def sent(self, messages: list[Message]) -> None:
         """Steps for what a request adds to the conversation already shown (tool results become the
@@ -224,8 +222,9 @@ def trajectory(rollout: Rollout, calls: Sequence[Call], rewards: Sequence[Reward
         steps.answered(call, reply, prompt, choices, sampling)
     runner = run.config.get("runner") if run is not None and isinstance(run.config, dict) else None
     agent: dict[str, Any] = {"name": "harnessrl", "version": _harnessrl_version(), "extra": {
-        "recorded_by": "harnessrl gateway: the harness's model calls, whatever agent made them",
-        "runner_command": runner.get("command") if isinstance(runner, dict) else None}}
+        "recorded_by": "harnessrl gateway: the harness's model calls, whatever agent made them"}}
+    if isinstance(runner, dict) and runner.get("command"):
+        agent["extra"]["runner_command"] = runner["command"]
     if (model := _policy_model(run) or next((c.requested_model for c in sampled if c.requested_model), None)):
         agent["model_name"] = model
     if isinstance(tools, list) and tools:

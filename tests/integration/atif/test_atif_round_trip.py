@@ -16,7 +16,9 @@ import openai
 import orjson
 import pytest
 
+from harnessrl.atif.read import import_atif
 from harnessrl.atif.schema import WRITTEN_VERSION, Trajectory
+from harnessrl.atif.write import export_atif
 from harnessrl.cli import main
 from harnessrl.gateway import GatewayServer
 from harnessrl.store import Store, open_store
@@ -121,4 +123,38 @@ def test_recorded_rollout_round_trips_through_atif(recorded: tuple[Store, Gatewa
     (imported,) = dest.list_rollouts(run_id="from-atif")
     assert imported.status == RolloutStatus.SUCCEEDED
     assert _trainer_view(dest, imported.id) == _trainer_view(store, rid)
+    dest.close()
+
+
+def test_an_anthropic_harness_exports_its_tool_loop_as_steps(recorded: tuple[Store, GatewayServer],
+                                                             tmp_path: Path) -> None:
+    """A translated API (Anthropic Messages, streamed): the same steps and the same exact tokens."""
+    import anthropic
+
+    store, server = recorded
+    admin = httpx.Client(base_url=server.url, headers={"Authorization": "Bearer admin-secret"}, timeout=30)
+    d = admin.post("/admin/rollouts", json={"task_id": "t", "group_id": "g"}).json()
+    c = anthropic.Anthropic(base_url=d["anthropic_base_url"], api_key=d["api_key"], max_retries=0)
+    tools = [{"name": "bash", "description": "run", "input_schema": {"type": "object", "properties": {}}}]
+    history: list = [{"role": "user", "content": "list files"}]
+    first = c.messages.create(model="claude", max_tokens=64, system="Be terse.", tools=tools, messages=history)
+    use = next(b for b in first.content if b.type == "tool_use")
+    history += [{"role": "assistant", "content": [b.model_dump() for b in first.content]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "a.txt"}]}]
+    with c.messages.stream(model="claude", max_tokens=64, system="Be terse.", tools=tools, messages=history) as s:
+        final = s.get_final_message()
+    admin.close()
+    out = tmp_path / "atif"
+    assert export_atif(store, out) == 1
+    doc = orjson.loads(next(out.glob("*.json")).read_bytes())
+    Trajectory.model_validate(doc)
+    assert [s["source"] for s in doc["steps"]] == ["system", "user", "agent", "agent"]
+    assert doc["steps"][2]["tool_calls"][0]["tool_call_id"] == use.id
+    assert doc["steps"][2]["observation"]["results"] == [{"source_call_id": use.id, "content": "a.txt"}]
+    assert doc["steps"][3]["message"] == final.content[0].text
+    assert doc["agent"]["tool_definitions"][0]["function"]["name"] == "bash"
+    dest = open_store(f"sqlite:///{tmp_path / 'fresh.db'}")
+    report = import_atif(dest, out)
+    (imported,) = dest.list_rollouts(run_id=report.run_id)
+    assert _trainer_view(dest, imported.id)[:2] == _trainer_view(store, d["rollout_id"])[:2]
     dest.close()

@@ -152,3 +152,29 @@ def test_export_redacts_secrets_in_every_text(tmp_path: Path) -> None:
     assert secret not in text and "use " in text
     with pytest.raises(NotADirectoryError, match="give a folder"):
         export_atif(store, path)
+
+
+def test_tokens_stored_before_token_redaction_are_scrubbed_and_untrained(tmp_path: Path) -> None:
+    from harnessrl.models import load_tokenizer
+
+    secret = "sk-" + "B" * 30
+    tok = load_tokenizer("tiny")
+    completion = tok("the key is " + secret, add_special_tokens=False)["input_ids"]
+    store = _store(tmp_path)
+    store.create_run("r", {"engine": {"model": "tiny"}}, run_id="run-1")
+    r = store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h", run_id="run-1")
+    store.transition_rollout(r.id, RolloutStatus.RUNNING)
+    store.record_calls([NewCall(r.id, ApiKind.CHAT, CallStatus.OK, {"messages": [{"role": "user", "content": "k?"}]},
+                                {"choices": [{"message": {"role": "assistant", "content": "[redacted]"}}]},
+                                [1, 2, 3], [ChoiceTokens(completion, [-0.5] * len(completion), "stop")], 0)])
+    export_atif(store, tmp_path / "out")
+    (path,) = (tmp_path / "out").glob("*.json")
+    step = orjson.loads(path.read_bytes())["steps"][-1]
+    ids = step["metrics"]["completion_token_ids"]
+    assert secret not in tok.decode(ids) and len(ids) == len(step["metrics"]["logprobs"])
+    assert step["extra"]["sampling"]["redacted"]["completion"][0] > 0
+    dest = _store(tmp_path, "dest.db")
+    report = import_atif(dest, tmp_path / "out")
+    (imported,) = dest.list_rollouts(run_id=report.run_id)
+    (sample,) = build_samples(dest.get_calls(imported.id), imported.group_id).samples
+    assert sample.loss_mask.count(0) > 3  # the placeholders are not trained

@@ -5,11 +5,11 @@
 #   bash scripts/openhands.sh                  # create or check .venv-openhands
 #   OPENHANDS_VENV=/path bash scripts/openhands.sh
 #
-# Why a separate venv: OpenHands needs Python >= 3.12 (< 3.14) and harnessrl runs on 3.11; a harness is a
+# Why a separate venv: OpenHands needs Python >= 3.12 and harnessrl runs on 3.11; a harness is a
 # subprocess, so it need not share harnessrl's interpreter. The interpreter: $PYTHON, else pyenv's 3.12/3.13
 # (found in `pyenv root`/versions: the `python3.12` shim answers "command not found" while pyenv's global
 # version is 3.11), else python3.12/python3.13 on PATH that actually run. Idempotent: a pins file in the
-# venv; a second run with the same pins only checks. From the package registry only (~60 s, ~400 MB).
+# venv; a second run with the same pins only checks. From the package registry only (~60 s, ~660 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${OPENHANDS_VENV:-.venv-openhands}"
@@ -38,8 +38,8 @@ if [ -f "$VENV/pins" ] && [ "$(cat "$VENV/pins")" = "$PINS" ] && [ -x "$VENV/bin
 else
   if [ ! -x "$VENV/bin/python" ]; then
     PY="$(find_python)" || {
-      say "no Python 3.12 or 3.13 found (OpenHands requires >= 3.12, < 3.14). Install one, e.g."
-      say "  pyenv install 3.12   (or Debian/Ubuntu: apt-get install python3.12 python3.12-venv)"
+      say "no Python 3.12 or 3.13 found (OpenHands requires >= 3.12; tested with 3.12). Install one, e.g."
+      say "  pyenv install 3.12, or your system's python3.12 with its venv module (python3.12-venv)"
       say "then rerun, or point PYTHON at it: PYTHON=/path/to/python3.12 bash scripts/openhands.sh"
       exit 1
     }

@@ -197,9 +197,9 @@ class _Call:
 def _exact_calls(src: Source, default_version: int, counts: dict[str, int]) -> list[_Call] | None:
     """The trained steps as calls with their recorded tokens; None when any of them lacks token IDs."""
     steps = [s for s in src.trajectory.steps if _trained(s)]
-    if not steps or any(s.metrics is None or not s.metrics.prompt_token_ids or not s.metrics.completion_token_ids
-                        for s in steps):
-        return None
+    if not steps or any(s.metrics is None or s.metrics.prompt_token_ids is None
+                        or s.metrics.completion_token_ids is None for s in steps):
+        return None  # (an empty list is kept: a call the recorder stored without tokens, untrained as before)
     calls = []
     for n, s in enumerate(steps):
         m, extra = s.metrics, s.extra or {}

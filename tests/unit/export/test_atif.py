@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import pytest
+import trajectories.test_round_trip as samples_round_trip
 
 from harnessrl.atif.read import AtifFormatError, import_atif, is_atif
 from harnessrl.atif.write import export_atif
@@ -19,6 +20,9 @@ from harnessrl.training.config import TrainingConfig
 from harnessrl.training.samples import build_samples
 from harnessrl.training.train_batch import batch_from_store
 from harnessrl.types import ApiKind, CallStatus, ChoiceTokens, RolloutStatus, SampleFidelity
+
+#: The samples round trip's store (tests/unit/trajectories) as a fixture here: every shape a rollout's calls take.
+source = samples_round_trip.source
 
 #: A trajectory as another producer writes it: text only, a tool call and its observation.
 FOREIGN: dict[str, Any] = {
@@ -178,3 +182,13 @@ def test_tokens_stored_before_token_redaction_are_scrubbed_and_untrained(tmp_pat
     (imported,) = dest.list_rollouts(run_id=report.run_id)
     (sample,) = build_samples(dest.get_calls(imported.id), imported.group_id).samples
     assert sample.loss_mask.count(0) > 3  # the placeholders are not trained
+
+
+def test_every_shape_of_rollout_round_trips(source: Store, tmp_path: Path) -> None:
+    """The samples export's fixture (merged and split samples, a failed call between trained ones, a greedy
+    call, per-call policy versions and rewards, a failed rollout): the trainer reads the same after ATIF."""
+    assert export_atif(source, tmp_path / "out", run_id="run-1") == 5
+    dest = _store(tmp_path, "dest.db")
+    report = import_atif(dest, tmp_path / "out")
+    assert report.counts["trajectories.exact"] == 5
+    assert samples_round_trip._view(dest, report.run_id) == samples_round_trip._view(source, "run-1")

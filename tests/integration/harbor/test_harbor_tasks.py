@@ -113,3 +113,25 @@ def test_reward_json_numbers_are_reported(tmp_path: Path, store: Store) -> None:
     outcome = run_and_score(config, store, lt, tmp_path)
     assert outcome.value == 0.0
     assert 'reward.json {"reward": 0.0, "answered": 0.0}' in (outcome.verifier_output or "")
+
+
+@pytest.mark.parametrize(("verifier_timeout_s", "value", "says"), [
+    (30.0, 0.0, "tests ran past the task's [verifier] timeout_sec = 1s: reward 0"),
+    (4.0, None, "tests ran past [rewards] verifier_timeout_s before the task's own"),
+])
+def test_hanging_tests_score_0_at_the_tasks_limit_and_fail_at_scorings(
+        tmp_path: Path, store: Store, verifier_timeout_s: float, value: float | None, says: str) -> None:
+    """The agent's code may hang the tests: 0 at the task's own limit. Stopped earlier by [rewards]
+    verifier_timeout_s, they say nothing about the agent: an infra failure naming the setting to raise."""
+    task = tmp_path / "tasks" / "hang"
+    shutil.copytree(TASKS / "write-greeting", task)
+    timeout = "1.0" if value == 0.0 else "30.0"
+    (task / "task.toml").write_text(f"[verifier]\ntimeout_sec = {timeout}\n")
+    (task / "tests" / "test.sh").write_text("sleep 20 & wait\necho 1 > /logs/verifier/reward.txt\n")
+    config = harbor_config(tmp_path, task, IDLE, verifier_timeout_s=verifier_timeout_s)
+    outcome = run_and_score(config, store, load_tasks(config, "r1")[TaskSplit.TRAIN][0], tmp_path)
+    assert outcome.value == value
+    if value is None:
+        assert outcome.failure_kind is FailureKind.INFRA and says in (outcome.reason or "")
+    else:
+        assert says in (outcome.verifier_output or "")

@@ -19,7 +19,7 @@ TINY_ENGINE: dict[str, Any] = {"kind": "embedded", "model": "tiny"}
 #: A small, fast LoRA for the tiny model.
 TINY_LORA: dict[str, Any] = {"r": 4, "alpha": 8}
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")  # fullmatch: "$" would let a key end in a newline
 
 
 def merged(*layers: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def _table(table: Mapping[str, Any], prefix: tuple[str, ...]) -> str:
 
 def _key(key: object) -> str:
     text = str(key)
-    return text if _BARE_KEY.match(text) else _string(text)
+    return text if _BARE_KEY.fullmatch(text) else _string(text)
 
 
 def _string(text: str) -> str:

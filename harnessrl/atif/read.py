@@ -49,7 +49,7 @@ class Source:
 
 def is_atif(path: str | Path) -> bool:
     """Whether ``harnessrl import`` should read ``path`` as ATIF: a folder, a ``.json`` file, or JSON Lines
-    whose first record has a ``schema_version`` (exports and conversations have none)."""
+    whose first record has a ``schema_version`` or ``steps`` (exports and conversations have neither)."""
     p = Path(path)
     if p.is_dir() or p.suffix == ".json":
         return True
@@ -62,7 +62,7 @@ def is_atif(path: str | Path) -> bool:
                     first = orjson.loads(line)
                 except orjson.JSONDecodeError:
                     return False
-                return isinstance(first, dict) and "schema_version" in first
+                return isinstance(first, dict) and bool({"schema_version", "steps"} & first.keys())
     return False
 
 
@@ -206,9 +206,10 @@ def _exact_calls(src: Source, default_version: int, counts: dict[str, int]) -> l
         assert m is not None and m.prompt_token_ids is not None and m.completion_token_ids is not None
         sampling = dict(extra.get("sampling") or {})
         choices = [ChoiceTokens(list(m.completion_token_ids), list(m.logprobs or ()), extra.get("finish_reason"))]
-        for c in (m.extra or {}).get("choices") or ():  # n > 1 (a harnessrl export)
-            choices.append(ChoiceTokens(list(c["completion_token_ids"]), list(c.get("logprobs") or ()),
-                                        c.get("finish_reason")))
+        for c in (m.extra or {}).get("choices") or ():  # n > 1 (a harnessrl export; anything else is ignored)
+            if isinstance(c, dict) and isinstance(c.get("completion_token_ids"), list):
+                choices.append(ChoiceTokens(list(c["completion_token_ids"]), list(c.get("logprobs") or ()),
+                                            c.get("finish_reason")))
         if any(len(c.logprobs) != len(c.token_ids) for c in choices):
             sampling["retokenized"] = (f"token IDs from {Path(src.label).name} without logprobs: behaviour "
                                        "logprobs unknown")

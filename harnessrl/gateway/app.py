@@ -235,7 +235,7 @@ class Gateway:
         try:
             state = await self.registry.authorize(request.path_params["rollout"], api_key(request))
             body = await read_json(request, self.config.limits.max_body_bytes)
-            t = gemini.count_request(body, request.path_params["model"])
+            t = gemini.count_request(body, request.path_params["model"], self.config.images == "pass")
         except GatewayError as exc:
             return error_response(exc, ApiKind.GEMINI)
         return json_response({"totalTokens": await self.calls.count_tokens(state, t.chat)})

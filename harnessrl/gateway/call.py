@@ -136,11 +136,14 @@ class CallHandler:
 
     def parse(self, state: RolloutState, api: ApiKind, body: Any, request: Request) -> Parsed:
         if api in (ApiKind.CHAT, ApiKind.COMPLETIONS):
-            (chat if api == ApiKind.CHAT else completions).validate(body)
+            if api == ApiKind.CHAT:
+                chat.validate(body, self.s.config.images == "pass")
+            else:
+                completions.validate(body)
             return Parsed(api, body, body, api, None, bool(body.get("stream")),
                           body.get("model") or self.s.config.model_name)
         t = self.translate(state, api, body, request)
-        chat.validate(t.chat)
+        chat.validate(t.chat, t.images)
         model = t.chat.get("model") or self.s.config.model_name  # the body's, or the path's (Gemini)
         stream = t.chat.get("stream", body.get("stream")) is True
         if stream:
@@ -148,10 +151,11 @@ class CallHandler:
         return Parsed(api, body, t.chat, ApiKind.CHAT, t, stream, model)
 
     def translate(self, state: RolloutState, api: ApiKind, body: Any, request: Request) -> Translation:
+        images = self.s.config.images == "pass"
         if api == ApiKind.ANTHROPIC_MESSAGES:
-            return anthropic.to_chat(body, request.headers.get("anthropic-beta"))
+            return anthropic.to_chat(body, request.headers.get("anthropic-beta"), images)
         if api == ApiKind.GEMINI:
-            return gemini.from_route(body, request)
+            return gemini.from_route(body, request, images)
         previous = None
         prev_id = body.get("previous_response_id") if isinstance(body, dict) else None
         if prev_id is not None:
@@ -161,7 +165,7 @@ class CallHandler:
             if previous is None:
                 raise BadRequest(f"previous_response_id {prev_id!r} is not a response this rollout was given; "
                                  "send the full input instead", code="unknown_previous_response")
-        return responses.to_chat(body, previous)
+        return responses.to_chat(body, previous, images)
 
     async def _recall_previous(self, state: RolloutState, body: Any) -> None:
         """A ``previous_response_id`` no longer kept in memory: its conversation read back from the store."""
@@ -204,17 +208,18 @@ class CallHandler:
         """A translated call as the chat call the policy served (its message as the harness sends it back);
         a Responses call's conversation is added to ``built``."""
         resp = call.response or {}
+        images = self.s.config.images == "pass"  # a call served with images is read back with them
         if call.api == ApiKind.ANTHROPIC_MESSAGES:
-            chat_body = anthropic.to_chat(call.request).chat
+            chat_body = anthropic.to_chat(call.request, images=images).chat
             history = anthropic.to_chat({"messages": [{"role": "user", "content": "-"},
                                                       {"role": "assistant", "content": resp["content"]}]})
             message = history.chat["messages"][-1]
         elif call.api == ApiKind.GEMINI:
-            chat_body = gemini.to_chat(call.request, call.requested_model).chat
+            chat_body = gemini.to_chat(call.request, call.requested_model, images=images).chat
             message = gemini.answered_message(resp)
         else:
             prev = call.request.get("previous_response_id")
-            t = responses.to_chat(call.request, built.get(prev) if isinstance(prev, str) else None)
+            t = responses.to_chat(call.request, built.get(prev) if isinstance(prev, str) else None, images)
             chat_body = t.chat
             conversation = built[resp["id"]] = responses.conversation(t.chat, t.notes.get("conversation_start", 0),
                                                                       resp)
@@ -552,6 +557,10 @@ class ModelCall:
             sampling["adjusted"] = p.translation.notes
         if p.policy is not None:
             sampling["policy"] = p.policy
+        if self.s.config.images == "pass":  # images reached the engine: recorded, and kept out of training
+            n = p.translation.notes.get("images", 0) if p.translation is not None else _chat_images(p.body)
+            if n:
+                sampling["images"] = n
         if self.rendered is not None:
             fidelity, reason = self.rendered.fidelity, self.rendered.fidelity_reason
         elif prompt:
@@ -646,6 +655,12 @@ class _Unrecorded:
 
 
 _UNRECORDED = _Unrecorded()
+
+
+def _chat_images(body: dict[str, Any]) -> int:
+    """How many image parts a chat request's messages carry."""
+    return sum(1 for m in body.get("messages") or () if isinstance(m.get("content"), list)
+               for part in m["content"] if part.get("type") == "image_url")
 
 
 def _pin_model(plan: dialect.Plan, model: str) -> dialect.Plan:

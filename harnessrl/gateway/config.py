@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from harnessrl.config_base import ConfigSection
 from harnessrl.gateway.render.config import RenderConfig
@@ -103,6 +103,12 @@ class GatewayConfig(ConfigSection):
         description="A rollout stays on its engine (prefix cache) unless that engine has this many more "
         "outstanding requests than the least loaded one.",
     )
+    images: Literal["refuse", "pass"] = Field(
+        "refuse", description="What the served model reads. 'refuse' (text only: the packaged and embedded "
+        "models): an image or other media on any API is refused with the same 400 unsupported_content. 'pass' "
+        "(a vision-language model on vLLM): the images of user turns reach the engine as chat image_url parts "
+        "on every API (Anthropic image blocks, Responses input_image, Gemini inlineData/fileData), recorded as "
+        "sent; such calls are not trained (the trainer reads token IDs, not pixels); other media is refused.")
     record_inline: bool = Field(
         False,
         description="Commit on the event loop (batched per loop iteration) instead of a writer thread.",
@@ -112,3 +118,11 @@ class GatewayConfig(ConfigSection):
         default_factory=dict, description="Several policies (docs/policies.md): each call is routed to one by "
         "`routing` and recorded with its name (sampling.policy) and that policy's version. Empty: one policy.")
     routing: RoutingConfig = Field(default_factory=RoutingConfig, description="How calls find their policy.")
+
+    @model_validator(mode="after")
+    def _images_need_a_model_that_reads_them(self) -> GatewayConfig:
+        """The embedded engine serves text-only models: passing images to it would drop them silently."""
+        if self.images == "pass" and "embedded" in self.engines:
+            raise ValueError('[gateway] images = "pass" needs an engine that serves a vision-language model '
+                             '(vLLM); the embedded engine reads text only: leave images = "refuse"')
+        return self

@@ -63,6 +63,8 @@ def _call_training(call: Call, samples: SampleSet) -> CallTraining:
         why = "not trained: purged by retention"
     elif isinstance(marker, dict) and marker.get("dropped"):
         why = "not trained: its text held a secret and its token arrays were not stored"
+    elif call.sampling.get("images"):
+        why = f"not trained: its prompt held {call.sampling['images']} image(s) (the trainer reads tokens, not pixels)"
     elif call.status != CallStatus.OK:
         why = f"not trained: call {call.status.value}" + (f" ({call.error[:120]})" if call.error else "")
     elif not call.completion_token_ids:

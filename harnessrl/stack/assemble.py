@@ -62,6 +62,9 @@ class Stack:
             config.engine.urls = check_engine_urls(config.engine.urls)
         engines = list(config.engine.urls)
         if config.engine.kind == "embedded":
+            if config.gateway.images == "pass":  # it would drop them: refused before anything starts
+                raise ValueError('[gateway] images = "pass" needs an engine that serves a vision-language model '
+                                 '(vLLM); the embedded engine reads text only: leave images = "refuse"')
             from harnessrl.engines.embedded import EmbeddedEngine, start_server
             from harnessrl.models import load_model
 

@@ -126,6 +126,8 @@ def _exclusion_reason(call: Call, config: SampleConfig) -> str | None:
         return "purged"  # retention emptied it (docs/retention.md): nothing left to train on
     if call.status != CallStatus.OK:
         return f"status_{call.status.value}"
+    if call.sampling.get("images"):
+        return "images"  # the prompt held images: the trainer reads token IDs, not the pixels behind them
     marker = call.sampling.get("redacted")
     if marker:
         if isinstance(marker, dict) and marker.get("dropped"):

@@ -5,7 +5,8 @@ Harnesses built on the ``anthropic`` client (Claude Code among them) point ``ANT
 mid-conversation system messages, text / tool_use / tool_result blocks, tools and tool_choice. Fields the
 policy cannot honour (``thinking``, ``context_management``, ``output_config``, ``cache_control``, ...)
 are accepted and listed in the translation's notes; hosted tools (web search, code execution, ...) are
-left out and noted; images and documents are refused, since the policy reads text only.
+left out and noted; images and documents are refused, since the policy reads text only -- unless
+``[gateway] images = "pass"`` says it reads images: then a user turn's images become chat image parts.
 ``MessageEncoder`` turns the engine's chat deltas into the Messages event stream as they arrive, and
 builds the complete message for the record (and for a non-streamed answer) from the same deltas.
 """
@@ -20,12 +21,14 @@ import orjson
 from harnessrl.gateway.apis.base import (
     MEDIA_TYPES,
     Translation,
+    data_url,
     expect_dict,
     expect_list,
     expect_str,
     json_schema,
     optional_int,
     optional_number,
+    parts_content,
     unsupported_media,
 )
 from harnessrl.gateway.apis.base import (
@@ -52,10 +55,23 @@ def _text_blocks(content: Any, where: str, t: Translation) -> str:
         if kind == "text":
             parts.append(expect_str(block.get("text", ""), f"{where}.content[{j}].text"))
         elif kind in MEDIA_TYPES:
-            raise unsupported_media(str(kind), f"{where}.content[{j}]")
+            raise unsupported_media(str(kind), f"{where}.content[{j}]", t.images)
         else:
             t.note("ignored_blocks", str(kind))
     return "".join(parts)
+
+
+def _image(block: dict[str, Any], where: str, t: Translation) -> dict[str, Any]:
+    """An image block of a user turn as a chat image part (base64 or URL source), or the refusal."""
+    if not t.images:
+        raise unsupported_media("image", where)
+    source = expect_dict(block.get("source"), f"{where}.source")
+    kind = _kind(source)
+    if kind == "base64":
+        return t.image(data_url(source.get("media_type"), source.get("data"), f"{where}.source"), "image", where)
+    if kind == "url":
+        return t.image(expect_str(source.get("url"), f"{where}.source.url"), "image", where)
+    raise unsupported_media(f"image source {kind!r}", where, t.images)
 
 
 def _system(value: Any, t: Translation) -> str:
@@ -84,7 +100,7 @@ def _message(i: int, m: Any, t: Translation, out: list[dict[str, Any]]) -> None:
     if isinstance(content, str):
         out.append({"role": role, "content": content})
         return
-    text: list[str] = []
+    text: list[str | dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     for j, block in enumerate(expect_list(content, f"{where}.content")):
         block = expect_dict(block, f"{where}.content[{j}]")
@@ -92,6 +108,8 @@ def _message(i: int, m: Any, t: Translation, out: list[dict[str, Any]]) -> None:
         here = f"{where}.content[{j}]"
         if kind == "text":
             text.append(expect_str(block.get("text", ""), f"{here}.text"))
+        elif kind == "image" and role == "user":
+            text.append(_image(block, here, t))
         elif kind == "tool_use" and role == "assistant":
             args = block.get("input", {})
             calls.append({"id": expect_str(block.get("id", ""), f"{here}.id"), "type": "function",
@@ -99,7 +117,7 @@ def _message(i: int, m: Any, t: Translation, out: list[dict[str, Any]]) -> None:
                                        "arguments": orjson.dumps(args).decode()}})
         elif kind == "tool_result" and role == "user":
             if text:  # keep the order of text and results within one user turn
-                out.append({"role": "user", "content": "".join(text)})
+                out.append({"role": "user", "content": parts_content(text)})
                 text = []
             result = _text_blocks(block.get("content"), here, t)
             if block.get("is_error") and not result:
@@ -110,11 +128,11 @@ def _message(i: int, m: Any, t: Translation, out: list[dict[str, Any]]) -> None:
         elif kind in ("thinking", "redacted_thinking"):
             t.note("ignored_blocks", kind)  # earlier reasoning is not shown again (as with Claude)
         elif kind in MEDIA_TYPES:
-            raise unsupported_media(str(kind), here)
+            raise unsupported_media(str(kind), here, t.images)
         else:
             t.note("ignored_blocks", str(kind))
     if text or calls:
-        msg: dict[str, Any] = {"role": role, "content": "".join(text) if text else None}
+        msg: dict[str, Any] = {"role": role, "content": parts_content(text) if text else None}
         if calls:
             msg["tool_calls"] = calls
         out.append(msg)
@@ -136,10 +154,11 @@ def _tools(tools: Any, t: Translation) -> list[dict[str, Any]]:
     return out
 
 
-def to_chat(body: Any, beta: str | None = None) -> Translation:
-    """The chat request equivalent to a Messages body (400 only for what cannot be served honestly)."""
+def to_chat(body: Any, beta: str | None = None, images: bool = False) -> Translation:
+    """The chat request equivalent to a Messages body (400 only for what cannot be served honestly).
+    ``images``: the policy reads images (a user turn's image blocks become chat image parts)."""
     body = expect_dict(body, "the request body")
-    t = Translation(chat={})
+    t = Translation(chat={}, images=images)
     max_tokens = optional_int(body, "max_tokens")
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:

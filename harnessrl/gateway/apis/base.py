@@ -35,6 +35,16 @@ class Translation:
     chat: dict[str, Any]
     notes: dict[str, Any] = field(default_factory=dict)
     names: dict[str, ToolName] = field(default_factory=dict)
+    #: The served policy reads images (``[gateway] images = "pass"``): a user turn's images become chat
+    #: ``image_url`` parts; otherwise every image is refused (``unsupported_media``), on every API alike.
+    images: bool = False
+
+    def image(self, url: str, kind: str, where: str) -> dict[str, Any]:
+        """The chat part of an image a user turn carries, or the refusal when the policy reads text only."""
+        if not self.images:
+            raise unsupported_media(kind, where)
+        self.notes["images"] = self.notes.get("images", 0) + 1
+        return {"type": "image_url", "image_url": {"url": url}}
 
     def note(self, key: str, value: Any) -> None:
         """Add ``value`` to the list under ``key`` (once)."""
@@ -96,10 +106,28 @@ def json_schema(value: Any, where: str) -> dict[str, Any]:
     return expect_dict(value, where)
 
 
-def unsupported_media(kind: str, where: str) -> BadRequest:
+def unsupported_media(kind: str, where: str, images: bool = False) -> BadRequest:
+    """The one refusal of media every API gives ([gateway] images decides what a policy reads)."""
+    if images:
+        return BadRequest(
+            f"{where}: content of type {kind!r} cannot be served: the policy behind this gateway reads text and "
+            "the images of user turns only (not documents, audio or video, nor images elsewhere). Remove it "
+            "(or describe it in text) and retry.", code="unsupported_content")
     return BadRequest(
         f"{where}: content of type {kind!r} cannot be served: the policy behind this gateway reads text "
         "only. Remove the image/document (or describe it in text) and retry.", code="unsupported_content")
+
+
+def data_url(media_type: Any, data: Any, where: str) -> str:
+    """A base64 image as the ``data:`` URL chat image parts carry."""
+    return f"data:{expect_str(media_type, f'{where}.media_type')};base64,{expect_str(data, f'{where}.data')}"
+
+
+def parts_content(parts: list[str | dict[str, Any]]) -> str | list[dict[str, Any]]:
+    """A chat message's content: the joined text, or (with images among it) text and image parts in order."""
+    if all(isinstance(p, str) for p in parts):
+        return "".join(p for p in parts if isinstance(p, str))
+    return [{"type": "text", "text": p} if isinstance(p, str) else p for p in parts if p != ""]
 
 
 #: Content types that carry media a text-only policy cannot read.

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from harnessrl.gateway.apis.base import DONE, expect_dict, validate_common
+from harnessrl.gateway.apis.base import DONE, MEDIA_TYPES, expect_dict, unsupported_media, validate_common
 from harnessrl.gateway.errors import BadRequest, GatewayError
 
 
@@ -27,11 +27,15 @@ def _content_ok(content: Any) -> bool:
         and isinstance(p.get("text", ""), str) for p in content)
 
 
-def _validate_message(i: int, m: Any) -> None:
+def _validate_message(i: int, m: Any, images: bool) -> None:
     if not isinstance(m, dict) or not isinstance(m.get("role"), str):
         raise BadRequest(f"messages[{i}] must be an object with a string 'role'")
     if not _content_ok(m.get("content")):
         raise BadRequest(f"messages[{i}].content must be a string, null or a list of text parts")
+    for j, part in enumerate(m["content"] if isinstance(m.get("content"), list) else ()):
+        kind = part.get("type", "text")
+        if kind in MEDIA_TYPES and not (kind == "image_url" and images and m["role"] == "user"):
+            raise unsupported_media(kind, f"messages[{i}].content[{j}]", images)
     for key in ("name", "tool_call_id", "reasoning_content"):
         if m.get(key) is not None and not isinstance(m[key], str):
             raise BadRequest(f"messages[{i}].{key} must be a string")
@@ -60,15 +64,16 @@ def _validate_tools(tools: Any) -> None:
                              "'parameters': object}}")
 
 
-def validate(body: Any) -> None:
+def validate(body: Any, images: bool = False) -> None:
     """Refuse a malformed chat body with a 400 that says which field is wrong (nothing malformed reaches
-    the engine, so that an engine error always means an engine problem)."""
+    the engine, so that an engine error always means an engine problem). Media parts are refused as on every
+    API, save a user message's ``image_url`` parts when ``images`` (the policy reads images)."""
     body = expect_dict(body, "the request body")
     msgs = body.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise BadRequest("'messages' is required and must be a non-empty list")
     for i, m in enumerate(msgs):
-        _validate_message(i, m)
+        _validate_message(i, m, images)
     if "logprobs" in body and not isinstance(body["logprobs"], bool | None):
         raise BadRequest("'logprobs' must be true or false")
     if body.get("tool_choice") is not None and not isinstance(body["tool_choice"], str | dict):

@@ -29,10 +29,12 @@ from starlette.requests import Request
 
 from harnessrl.gateway.apis.base import (
     Translation,
+    data_url,
     expect_dict,
     expect_list,
     expect_str,
     json_schema,
+    parts_content,
     unsupported_media,
 )
 from harnessrl.gateway.errors import BadRequest
@@ -130,11 +132,27 @@ def _content_text(content: Any, where: str, t: Translation) -> str:
     return "\n\n".join(x for x in texts if x)
 
 
+def _image(part: dict[str, Any], where: str, t: Translation) -> dict[str, Any] | None:
+    """A user part's image (``inlineData`` base64, ``fileData`` URI, an ``image/*`` type) as a chat image part;
+    None for any other part."""
+    if "inlineData" in part:
+        blob = _camel(expect_dict(part["inlineData"], f"{where}.inlineData"))
+        mime = blob.get("mimeType")
+        if isinstance(mime, str) and mime.startswith("image/"):
+            return t.image(data_url(mime, blob.get("data"), f"{where}.inlineData"), "inlineData", where)
+    if "fileData" in part:
+        ref = _camel(expect_dict(part["fileData"], f"{where}.fileData"))
+        mime = ref.get("mimeType")
+        if isinstance(mime, str) and mime.startswith("image/"):
+            return t.image(expect_str(ref.get("fileUri"), f"{where}.fileData.fileUri"), "fileData", where)
+    return None
+
+
 def _other_part(part: dict[str, Any], where: str, t: Translation) -> None:
     """A part that is not text, a function call or a function response: media refused, the rest noted."""
     for key in _MEDIA_PARTS:
         if key in part:
-            raise unsupported_media(key, where)
+            raise unsupported_media(key, where, t.images)
     kinds = [k for k in part if k not in _PART_META and k != "thought"]
     t.note("ignored_parts", kinds[0] if kinds else "empty")
 
@@ -187,7 +205,7 @@ def _content(i: int, content: Any, t: Translation, calls: _Calls, out: list[dict
     if role not in ("user", "model", "function"):
         raise BadRequest(f"{where}.role must be 'user' or 'model', not {role!r}")
     parts = expect_list(content.get("parts") or [], f"{where}.parts")
-    text: list[str] = []
+    text: list[str | dict[str, Any]] = []
     tool_calls: list[dict[str, Any]] = []
     for j, part in enumerate(parts):
         here = f"{where}.parts[{j}]"
@@ -210,16 +228,18 @@ def _content(i: int, content: Any, t: Translation, calls: _Calls, out: list[dict
                 sub = _camel(expect_dict(sub, f"{here}.functionResponse.parts[{k}]"))
                 _other_part(sub, f"{here}.functionResponse.parts[{k}]", t)
             if text:  # keep the order of text and results within one user turn
-                out.append({"role": "user", "content": "".join(text)})
+                out.append({"role": "user", "content": parts_content(text)})
                 text = []
             cid = calls.answer(fr, i, j, f"{here}.functionResponse")
             out.append({"role": "tool", "tool_call_id": cid,
                         "content": _response_text(fr.get("response"), f"{here}.functionResponse.response")})
+        elif role == "user" and t.images and (image := _image(part, here, t)) is not None:
+            text.append(image)
         else:
             _other_part(part, here, t)
     if text or tool_calls:
         msg: dict[str, Any] = {"role": "assistant" if role == "model" else "user",
-                               "content": "".join(text) if text else None}
+                               "content": parts_content(text) if text else None}
         if tool_calls:
             msg["tool_calls"] = tool_calls
         out.append(msg)
@@ -319,12 +339,13 @@ def _generation(config: Any, chat: dict[str, Any], t: Translation) -> None:
             t.note("ignored_fields", f"{where}.{key}")
 
 
-def to_chat(body: Any, model: str | None = None, stream: bool = False, sse: bool = True) -> GeminiTranslation:
+def to_chat(body: Any, model: str | None = None, stream: bool = False, sse: bool = True,
+            images: bool = False) -> GeminiTranslation:
     """The chat request equivalent to a generateContent body (400 only for what cannot be served honestly).
 
     ``model``: the name in the request's path; ``stream``: the route was ``streamGenerateContent``."""
     body = _camel(expect_dict(body, "the request body"))
-    t = GeminiTranslation(chat={}, sse=sse)
+    t = GeminiTranslation(chat={}, sse=sse, images=images)
     contents = body.get("contents")
     if not isinstance(contents, list) or not contents:
         raise BadRequest("'contents' is required and must be a non-empty list")
@@ -358,11 +379,11 @@ def to_chat(body: Any, model: str | None = None, stream: bool = False, sse: bool
     return t
 
 
-def from_route(body: Any, request: Request) -> GeminiTranslation:
+def from_route(body: Any, request: Request, images: bool = False) -> GeminiTranslation:
     """A Gemini route's request: the model is named in its path, the route says whether to stream, and
     ``alt=sse`` how (Google answers a JSON array of chunks without it)."""
     return to_chat(body, request.path_params.get("model"), stream=request.url.path.endswith(":streamGenerateContent"),
-                   sse=request.query_params.get("alt") == "sse")
+                   sse=request.query_params.get("alt") == "sse", images=images)
 
 
 def answered_message(response: dict[str, Any]) -> dict[str, Any]:
@@ -372,13 +393,14 @@ def answered_message(response: dict[str, Any]) -> dict[str, Any]:
     return history.chat["messages"][-1]
 
 
-def count_request(body: Any, model: str | None = None) -> GeminiTranslation:
+def count_request(body: Any, model: str | None = None, images: bool = False) -> GeminiTranslation:
     """A countTokens body (``contents``, or a whole ``generateContentRequest``) as the chat request counted."""
     body = _camel(expect_dict(body, "the request body"))
     inner = body.get("generateContentRequest")
     if inner is not None:
-        return to_chat(inner, model)
-    return to_chat({k: v for k, v in body.items() if k in ("contents", "systemInstruction", "tools")}, model)
+        return to_chat(inner, model, images=images)
+    return to_chat({k: v for k, v in body.items() if k in ("contents", "systemInstruction", "tools")}, model,
+                   images=images)
 
 
 # -- errors and the models list -------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from harnessrl.gateway.apis.base import (
     json_schema,
     optional_int,
     optional_number,
+    parts_content,
     unsupported_media,
 )
 from harnessrl.gateway.apis.base import (
@@ -44,19 +45,28 @@ _CUSTOM_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}},
 
 
 def _text(content: Any, where: str, t: Translation) -> str:
+    out = _parts(content, where, t, user=False)
+    return "".join(p for p in out if isinstance(p, str))
+
+
+def _parts(content: Any, where: str, t: Translation, user: bool) -> list[str | dict[str, Any]]:
+    """A message's text parts, and (a user message, a policy that reads images) its images as chat parts."""
     if content is None or isinstance(content, str):
-        return content or ""
-    out = []
+        return [content or ""]
+    out: list[str | dict[str, Any]] = []
     for j, part in enumerate(expect_list(content, f"{where}.content")):
-        part = expect_dict(part, f"{where}.content[{j}]")
+        here = f"{where}.content[{j}]"
+        part = expect_dict(part, here)
         kind = _kind(part)
         if kind in _TEXT_PARTS:
-            out.append(expect_str(part.get("text", part.get("refusal", "")), f"{where}.content[{j}].text"))
+            out.append(expect_str(part.get("text", part.get("refusal", "")), f"{here}.text"))
+        elif kind == "input_image" and user and t.images and isinstance(part.get("image_url"), str):
+            out.append(t.image(part["image_url"], "input_image", here))
         elif kind in MEDIA_TYPES:
-            raise unsupported_media(str(kind), f"{where}.content[{j}]")
+            raise unsupported_media(str(kind), here, t.images)
         else:
             t.note("ignored_parts", str(kind))
-    return "".join(out)
+    return out
 
 
 def _call_name(item: dict[str, Any], where: str) -> str:
@@ -83,8 +93,8 @@ def _items(items: list[Any], t: Translation) -> list[dict[str, Any]]:
             role = item.get("role")
             if role not in ("user", "assistant", "system", "developer"):
                 raise BadRequest(f"{where}: role must be user, assistant, system or developer, not {role!r}")
-            messages.append({"role": "system" if role == "developer" else role,
-                             "content": _text(item.get("content"), where, t)})
+            content = parts_content(_parts(item.get("content"), where, t, user=role == "user"))
+            messages.append({"role": "system" if role == "developer" else role, "content": content})
         elif kind in ("function_call", "custom_tool_call"):
             if kind == "function_call":
                 args = expect_str(item.get("arguments") or "", f"{where}.arguments")
@@ -98,7 +108,7 @@ def _items(items: list[Any], t: Translation) -> list[dict[str, Any]]:
             messages.append({"role": "tool", "tool_call_id": expect_str(item.get("call_id", ""), f"{where}.call_id"),
                              "content": output if isinstance(output, str) else _text(output, where, t)})
         elif kind in MEDIA_TYPES:
-            raise unsupported_media(str(kind), where)
+            raise unsupported_media(str(kind), where, t.images)
         else:  # reasoning (not shown again), hosted-tool calls, item references, ...
             t.note("ignored_items", str(kind))
     return messages
@@ -167,11 +177,12 @@ def _response_format(text: Any, t: Translation) -> dict[str, Any] | None:
     return None
 
 
-def to_chat(body: Any, previous: list[dict[str, Any]] | None = None) -> Translation:
+def to_chat(body: Any, previous: list[dict[str, Any]] | None = None, images: bool = False) -> Translation:
     """The chat request equivalent to a Responses body. ``previous``: the messages of the conversation
-    ``previous_response_id`` names (the caller looks it up; the instructions are not carried over)."""
+    ``previous_response_id`` names (the caller looks it up; the instructions are not carried over);
+    ``images``: the policy reads images (a user message's ``input_image`` parts become chat image parts)."""
     body = expect_dict(body, "the request body")
-    t = Translation(chat={})
+    t = Translation(chat={}, images=images)
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]

@@ -12,10 +12,16 @@ CLAUDE_CODE_VERSION=2.1.332
 CODEX_VERSION=0.171.0
 OPENCODE_VERSION=1.18.33
 GEMINI_CLI_VERSION=0.61.0  # Google's Gemini API only (the gateway's /v1beta routes); node >= 20
+QWEN_CODE_VERSION=0.24.4   # asks for node >= 22; runs on node 20.20 (tests/e2e/clis/test_qwen_code.py)
+CLINE_VERSION=3.0.65
+KILO_VERSION=7.7.7         # @kilocode/cli, the `kilo` binary (an optional platform package, like OpenCode's)
+CONTINUE_VERSION=1.5.47    # @continuedev/cli, the `cn` binary
 # The provider package OpenCode's config names; its binary bundles a copy (nothing is fetched at run
 # time), this one is the pinned reference for the config's "npm" field.
 OPENAI_COMPATIBLE_VERSION=3.0.92
 PINS="@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION @openai/codex@$CODEX_VERSION opencode-ai@$OPENCODE_VERSION @ai-sdk/openai-compatible@$OPENAI_COMPATIBLE_VERSION @google/gemini-cli@$GEMINI_CLI_VERSION"
+PINS="$PINS @qwen-code/qwen-code@$QWEN_CODE_VERSION cline@$CLINE_VERSION @kilocode/cli@$KILO_VERSION @continuedev/cli@$CONTINUE_VERSION"
+BINS="claude codex opencode gemini qwen cline kilo cn"
 
 if ! command -v npm >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then
@@ -27,9 +33,8 @@ if ! command -v npm >/dev/null 2>&1; then
 fi
 
 mkdir -p .clis
-if [ -f .clis/pins ] && [ "$(cat .clis/pins)" = "$PINS" ] && [ -x .clis/node_modules/.bin/claude ] \
-   && [ -x .clis/node_modules/.bin/codex ] && [ -x .clis/node_modules/.bin/opencode ] \
-   && [ -x .clis/node_modules/.bin/gemini ]; then
+installed() { for bin in $BINS; do [ -x ".clis/node_modules/.bin/$bin" ] || return 1; done; }
+if [ -f .clis/pins ] && [ "$(cat .clis/pins)" = "$PINS" ] && installed; then
   echo "clis installed (.clis): $PINS"
   exit 0
 fi
@@ -37,7 +42,7 @@ fi
 # --include=optional: the native binaries are optional platform packages.
 npm install --prefix .clis --save-exact --no-audit --no-fund --loglevel=error --include=optional \
   --engine-strict=false $PINS
-for bin in claude codex opencode gemini; do
+for bin in $BINS; do
   [ -x ".clis/node_modules/.bin/$bin" ] || { echo "clis.sh: $bin did not install" >&2; exit 1; }
 done
 echo "$PINS" > .clis/pins

@@ -46,10 +46,6 @@ def gemini_cli(new: str) -> list[dict]:
     ]
 
 
-SCRIPTS = {"claude-code": claude_code, "codex": codex, "opencode": opencode, "gemini-cli": gemini_cli}
-BINARIES = {"claude-code": "claude", "codex": "codex", "opencode": "opencode", "gemini-cli": "gemini"}
-
-
 def openhands(new: str) -> list[dict]:
     # The OpenHands SDK's default tools; its `finish` tool ends the conversation (a plain answer would too).
     return [
@@ -61,3 +57,20 @@ def openhands(new: str) -> list[dict]:
                                            "security_risk": "LOW"}},
         {"tool": "finish", "arguments": {"message": ANSWER["text"]}},
     ]
+
+
+def qwen_code(new: str) -> list[dict]:
+    # Qwen Code's own tools (a Gemini CLI fork, with Claude Code's argument names for edit)
+    return [
+        {"tool": "read_file", "arguments": {"file_path": "{cwd}/greet.py"}},
+        {"tool": "edit", "arguments": {"file_path": "{cwd}/greet.py", "old_string": OLD, "new_string": new}},
+        {"tool": "run_shell_command", "arguments": {"command": "python3 -m unittest", "description": "Run the tests",
+                                                    "is_background": False}},
+        ANSWER,
+    ]
+
+
+SCRIPTS = {"claude-code": claude_code, "codex": codex, "opencode": opencode, "gemini-cli": gemini_cli,
+           "qwen-code": qwen_code}
+BINARIES = {"claude-code": "claude", "codex": "codex", "opencode": "opencode", "gemini-cli": "gemini",
+            "qwen-code": "qwen"}

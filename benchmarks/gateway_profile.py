@@ -35,7 +35,6 @@ from gateway_overhead import (  # noqa: E402  (a sibling benchmark: the same eng
     ADMIN,
     BENCH,
     MESSAGES,
-    ROOT,
     cpu_s,
     post_json,
     start_engine,

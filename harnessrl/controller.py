@@ -493,16 +493,22 @@ class Controller:
         """Serve the trainer's weights as the next policy version, then checkpoint ``step`` and record both.
 
         Harness calls arriving during the swap wait in the gateway (no 429 to survive), in-flight ones
-        finish on the old weights; every call after resume is stamped with the new version.
+        finish on the old weights; every call after resume is stamped with the new version. With the
+        embedded engine's ``on_update = "continue"`` nothing waits for the calls in flight: the engine swaps
+        between two decode steps and reports each token's version itself.
         """
         assert self.admin is not None
         trainer = self.stack.trainer
-        await self.admin.pause()
+        engine = self.config.engine
+        drain = not (engine.kind == "embedded" and engine.on_update == "continue")
+        if drain:
+            await self.admin.pause()
         try:
             version = await asyncio.to_thread(trainer.publish)
             await self.admin.set_policy_version(version)
         finally:
-            await self.admin.resume()
+            if drain:
+                await self.admin.resume()
         ckpt = await asyncio.to_thread(save_checkpoint_atomic, trainer, self.config.run_dir, step)
         await asyncio.to_thread(record_policy_version, self.store, version, ckpt, run_id=self.run_id, step=step)
         return version, ckpt

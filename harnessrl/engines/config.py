@@ -52,6 +52,12 @@ class EngineConfig(ConfigSection):
         None,
         description="Max prompt+completion tokens; default: the model's max_position_embeddings (capped at 8192).",
     )
+    on_update: Literal["drain", "continue"] = Field(
+        "drain", description="What a full-weight update does to generations in flight (embedded engine). "
+        "'drain': it waits until they finish on the old weights. 'continue': it happens between two decode "
+        "steps; they continue on the new weights from the tokens already sampled (their KV computed again), "
+        "each token recorded with the version that sampled it (a call that spans the update says so in "
+        "sampling.token_versions; the trainer's importance weights already use each token's logprob).")
     default_max_tokens: int | None = Field(
         None, ge=1, description="Completion budget when a request sets no max_tokens (clipped to the window); "
         "default: the room the window leaves, as vLLM gives it."

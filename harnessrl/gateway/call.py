@@ -418,6 +418,7 @@ class ModelCall:
                                                   status=502))
         p = self.p
         version = out.get("policy_version", self.version)
+        self._versions = dialect.token_versions(out)
         if self.rendered is not None:
             prompt, choices, answer = self._parse_rendered(out)
         else:
@@ -505,6 +506,7 @@ class ModelCall:
         else:
             raise _StreamFailed("the engine closed the stream before [DONE]")
         prompt, choices = acc.prompt(), acc.choices()
+        self._versions = acc.token_versions()
         version = acc.policy_version if acc.policy_version is not None else self.version
         if passthrough is not None:
             response = acc.response()
@@ -557,6 +559,8 @@ class ModelCall:
             sampling["adjusted"] = p.translation.notes
         if p.policy is not None:
             sampling["policy"] = p.policy
+        if any(len(runs) > 1 for runs in self._versions):  # sampled across a weight update ("continue")
+            sampling["token_versions"] = self._versions
         if self.s.config.images == "pass":  # images reached the engine: recorded, and kept out of training
             n = p.translation.notes.get("images", 0) if p.translation is not None else _chat_images(p.body)
             if n:
@@ -613,6 +617,8 @@ class ModelCall:
     _acc: StreamAccumulator | None = None
     _enc: Any = None
     _recorded = False
+    #: Per choice, run-length ``[[policy version, tokens], ...]`` of who sampled each token (embedded engine).
+    _versions: list[list[list[int]]] = []
 
     async def _fail(self, exc: GatewayError, acc: StreamAccumulator | None = None,
                     status: CallStatus = CallStatus.ERROR) -> None:

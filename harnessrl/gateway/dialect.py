@@ -119,3 +119,10 @@ def extract(api: ApiKind, resp: dict) -> tuple[list[int], list[ChoiceTokens]]:
                                     logprobs=choice_logprobs(api, ch.get("logprobs")),
                                     finish_reason=ch.get("finish_reason")))
     return list(prompt or []), choices
+
+
+def token_versions(resp: dict) -> list[list[list[int]]]:
+    """Per choice (index order), who sampled each token as run-length ``[[policy version, tokens], ...]``,
+    where the engine says (the embedded engine does; a generation may span a weight update)."""
+    choices = sorted(resp.get("choices") or (), key=lambda c: c.get("index", 0))
+    return [list(ch.get("token_versions") or []) for ch in choices]

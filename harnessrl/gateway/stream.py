@@ -31,9 +31,18 @@ async def sse_data(resp: UpstreamResponse) -> AsyncIterator[bytes]:
                 yield data[0] if len(data) == 1 else b"\n".join(data)
 
 
+def merge_runs(runs: list[list[int]], more: Any) -> None:
+    """Append run-length ``[[version, tokens], ...]`` to ``runs`` (a run continuing the last one merges)."""
+    for version, count in more:
+        if runs and runs[-1][0] == version:
+            runs[-1][1] += count
+        else:
+            runs.append([int(version), int(count)])
+
+
 class _Choice:
     __slots__ = ("token_ids", "logprobs", "text", "role", "tool_calls", "finish_reason", "prompt_ids",
-                 "stop_reason")
+                 "stop_reason", "versions")
 
     def __init__(self) -> None:
         self.token_ids: list[int] = []
@@ -44,6 +53,7 @@ class _Choice:
         self.finish_reason: str | None = None
         self.prompt_ids: list[int] | None = None
         self.stop_reason: Any = None
+        self.versions: list[list[int]] = []  # run-length [[policy version, tokens], ...] (embedded engine)
 
 
 class StreamAccumulator:
@@ -70,6 +80,8 @@ class StreamAccumulator:
                 c = self._choices[ch.get("index", 0)] = _Choice()
             if ch.get("token_ids"):
                 c.token_ids.extend(ch["token_ids"])
+            if ch.get("token_versions"):
+                merge_runs(c.versions, ch["token_versions"])
             if ch.get("logprobs"):
                 c.logprobs.extend(choice_logprobs(self.api, ch["logprobs"]))
             if c.prompt_ids is None and ch.get("prompt_token_ids") is not None:
@@ -113,6 +125,10 @@ class StreamAccumulator:
         """The stop string (or token) that ended a choice, as vLLM reports it."""
         c = self._choices.get(index)
         return c.stop_reason if c is not None else None
+
+    def token_versions(self) -> list[list[list[int]]]:
+        """Per choice, who sampled each token (run-length), where the engine says."""
+        return [c.versions for _, c in sorted(self._choices.items())]
 
     def choices(self) -> list[ChoiceTokens]:
         return [ChoiceTokens(token_ids=c.token_ids, logprobs=c.logprobs, finish_reason=c.finish_reason)

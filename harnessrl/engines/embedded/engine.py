@@ -32,7 +32,7 @@ import torch
 from transformers import DynamicCache
 
 from harnessrl.engines.config import EngineConfig
-from harnessrl.engines.embedded.kvcache import BatchKV
+from harnessrl.engines.embedded.kvcache import BatchKV, cache_rows
 from harnessrl.engines.embedded.outputs import Admitted, Failed, RequestHandle, RequestOutput
 from harnessrl.engines.embedded.prefix_cache import PrefixCache
 from harnessrl.engines.embedded.request import Request
@@ -65,9 +65,11 @@ class EngineBusyError(RuntimeError):
 
 
 class _Barrier:
-    def __init__(self) -> None:
+    def __init__(self, keep_running: bool = False) -> None:
         self.granted = threading.Event()
         self.released = threading.Event()
+        #: Granted between two decode steps, in-flight generations kept (``[engine] on_update = "continue"``).
+        self.keep_running = keep_running
 
 
 class EmbeddedEngine:
@@ -101,6 +103,7 @@ class EmbeddedEngine:
             "reused_prefix_tokens": 0,
             "requests": 0,
             "max_batch_seen": 0,
+            "recomputed_tokens": 0,  # KV computed again for generations kept through a weight update
         }
         #: Seconds the scheduler thread spent in prefill and decode iterations (idle waits and weight swaps
         #: excluded): what a run's cost calls the engine's busy time (``harnessrl/run_cost.py``).
@@ -217,15 +220,20 @@ class EmbeddedEngine:
     # ---- weights and versions -------------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def paused(self, *, bump_version: bool = True, version: int | None = None) -> Iterator[EmbeddedEngine]:
+    def paused(self, *, bump_version: bool = True, version: int | None = None,
+               keep_running: bool = False) -> Iterator[EmbeddedEngine]:
         """Drain in-flight requests, hold new ones, and give the caller the model until the block ends.
 
         For a trainer sharing ``engine.model``: run ``optimizer.step()`` inside this block; on a clean exit the
         policy version increments (or becomes ``version``), so publishing costs nothing. Do not call it from
         the asyncio loop that serves this engine (it blocks until in-flight requests finish).
+
+        ``keep_running``: do not drain; the block starts after the current decode step, and the generations in
+        flight then continue on the new weights from the tokens already sampled (their KV computed again),
+        each token recorded with the version that sampled it.
         """
         new_version = self._next_version(version)
-        barrier = _Barrier()
+        barrier = _Barrier(keep_running)
         with self._cond:
             if self._closed:
                 raise RuntimeError("engine is closed")
@@ -262,7 +270,7 @@ class EmbeddedEngine:
             raise ValueError("update_weights needs state_dict= or lora=")
         if adapter is not None:
             return self._update_adapter(adapter, lora, lora_config, version)
-        with self.paused(version=version):
+        with self.paused(version=version, keep_running=self.config.on_update == "continue"):
             if state_dict is not None:
                 load_full_state_dict(self.model, state_dict)
             if lora is not None:
@@ -384,12 +392,14 @@ class EmbeddedEngine:
                     barrier = self._barriers[0] if self._barriers else None
                     if barrier is None:
                         self._admit()
-                if barrier is not None and not self._prefilling and not self._running:
+                if barrier is not None and (barrier.keep_running or (not self._prefilling and not self._running)):
                     with self._cond:
                         self._barriers.popleft()
                     barrier.granted.set()
                     barrier.released.wait()
                     self._clear_prefix_caches()  # their KV was computed with the weights that may just have changed
+                    if barrier.keep_running and (self._running or self._prefilling):
+                        self._recompute_in_flight()
                     continue
                 started = time.perf_counter()
                 try:
@@ -400,6 +410,27 @@ class EmbeddedEngine:
                     self._fail_all(f"generation failed: {exc}")
                 self.busy_s += time.perf_counter() - started
         self._fail_all("engine closed", waiting=True)
+
+    def _recompute_in_flight(self) -> None:
+        """After an update that kept generations running: their KV, computed with the old weights, is computed
+        again with the new ones (prompt and the tokens sampled so far, in prefill chunks), so each continues
+        where it was; a request still prefilling starts its prefill again."""
+        try:
+            for req in self._prefilling:
+                req.cache, req.prefilled = None, 0
+            running, self._kv = self._running, BatchKV(self.config.max_batch, self.device)
+            chunk = self.config.prefill_chunk
+            for seq in running:
+                ids, cache = seq.req.prompt_ids + seq.token_ids[:-1], DynamicCache()
+                for start in range(0, len(ids), chunk):
+                    piece = torch.tensor([ids[start : start + chunk]], dtype=torch.long, device=self.device)
+                    self.model(input_ids=piece, cache=cache, use_cache=True, logits_to_keep=1,
+                               **self._adapter_kwargs([seq.req]))
+                self._kv.join(cache_rows(cache), 1)
+                self.stats["recomputed_tokens"] += len(ids)
+        except Exception as exc:  # keep serving: fail what was in flight, as a failed step does
+            logger.exception("recomputing the in-flight KV after a weight update failed")
+            self._fail_all(f"generation failed after a weight update: {exc}")
 
     def _admit(self) -> None:
         used = len(self._running) + sum(r.params.n for r in self._prefilling)
@@ -460,10 +491,9 @@ class EmbeddedEngine:
         self._sample_into(seqs, logits.expand(len(seqs), -1))
         alive = [seq for seq in seqs if not seq.finished]
         assert req.cache is not None
-        self._prefix_for(req).insert(req.prompt_ids, [(layer.keys, layer.values) for layer in req.cache.layers])
+        self._prefix_for(req).insert(req.prompt_ids, cache_rows(req.cache))
         if alive:
-            rows = [(layer.keys, layer.values) for layer in req.cache.layers]
-            self._kv.join(rows, len(alive))
+            self._kv.join(cache_rows(req.cache), len(alive))
             self._running.extend(alive)
         req.cache = None
         req.alive = len(alive)
@@ -474,7 +504,8 @@ class EmbeddedEngine:
         """Sample each sequence's next token from its row of ``logits`` and stream it."""
         picks = sample_rows(logits, [s.req.params for s in seqs], [s.generator for s in seqs])
         for seq, (token, logprob, top) in zip(seqs, picks, strict=True):
-            delta = seq.append(token, logprob, top, self.tokenizer, self.eos_ids)
+            version = self.version if seq.req.adapter is None else self.adapters.get(seq.req.adapter, 0)
+            delta = seq.append(token, logprob, top, self.tokenizer, self.eos_ids, version)
             self.stats["tokens"] += 1
             seq.req.handle._emit(delta)
 

@@ -22,6 +22,17 @@ from transformers.cache_utils import DynamicLayer
 SPARE_COLUMNS = 64
 
 
+
+def cache_rows(cache: DynamicCache) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """A prefilled ``DynamicCache``'s (keys, values) per layer, the rows ``BatchKV.join`` and the prefix cache
+    take (every layer of a decoder-only model is a full-attention layer with both set)."""
+    rows = []
+    for layer in cache.layers:
+        keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+        assert isinstance(keys, torch.Tensor) and isinstance(values, torch.Tensor), "unfilled cache layer"
+        rows.append((keys, values))
+    return rows
+
 class _GrowLayer(DynamicLayer):
     """A DynamicLayer over preallocated buffers; ``keys``/``values`` are views of the used window."""
 
@@ -55,7 +66,7 @@ class _GrowLayer(DynamicLayer):
         self.lo, self.hi = hi - n, hi
         self._views()
 
-    def update(self, key_states, value_states, *args, **kwargs):  # type: ignore[override]
+    def update(self, key_states, value_states, *args, **kwargs):  # type: ignore[override,unused-ignore]
         need = self.hi + key_states.shape[-2]
         if need > self.kbuf.shape[2]:
             self.reshape(self.kbuf.shape[0], self.hi, need + max(SPARE_COLUMNS, self.length // 2))

@@ -31,6 +31,18 @@ class Delta:
     top_logprobs: list[list[tuple[int, float]]]
     text: str
     finish_reason: str | None = None  # "stop" | "length" | "abort" once finished
+    #: The policy version that sampled these tokens (a generation may span a weight update).
+    policy_version: int | None = None
+
+
+def add_run(runs: list[list[int]], version: int | None, count: int) -> None:
+    """Extend run-length ``[[version, tokens], ...]`` with ``count`` tokens of ``version``."""
+    if version is None or count <= 0:
+        return
+    if runs and runs[-1][0] == version:
+        runs[-1][1] += count
+    else:
+        runs.append([version, count])
 
 
 @dataclass
@@ -47,6 +59,8 @@ class Choice:
     top_logprobs: list[list[tuple[int, float]]] = field(default_factory=list)
     text: str = ""
     finish_reason: str | None = None
+    #: Run-length ``[[policy version, tokens], ...]`` of who sampled each token, in order.
+    versions: list[list[int]] = field(default_factory=list)
 
 
 @dataclass
@@ -133,6 +147,7 @@ def collect(events: Any, handle: RequestHandle) -> RequestOutput:
             c.top_logprobs += event.top_logprobs
             c.text += event.text
             c.finish_reason = event.finish_reason or c.finish_reason
+            add_run(c.versions, event.policy_version, len(event.token_ids))
         elif isinstance(event, Failed):
             raise EngineError(event.message, event.status)
     return RequestOutput(handle.request_id, prompt, version, choices)

@@ -40,6 +40,7 @@ class Sequence:
         top: list[tuple[int, float]],
         tokenizer: Any,
         eos_ids: frozenset[int],
+        version: int | None = None,
     ) -> Delta:
         params = self.req.params
         self.token_ids.append(token)
@@ -67,6 +68,7 @@ class Sequence:
             [top] if params.top_logprobs else [],
             delta_text,
             self.finish_reason,
+            version,
         )
 
 

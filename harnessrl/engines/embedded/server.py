@@ -102,6 +102,7 @@ def build_app(engine: EmbeddedEngine) -> Starlette:
             }
             if ctx.token_ids:
                 choice["token_ids"] = c.token_ids
+                choice["token_versions"] = c.versions
             choices.append(choice)
         resp = ctx.envelope("chat.completion", out.policy_version, choices)
         resp["usage"] = usage(len(out.prompt_token_ids), sum(len(c.token_ids) for c in out.choices))
@@ -139,6 +140,7 @@ def build_app(engine: EmbeddedEngine) -> Starlette:
                 if ctx.token_ids:
                     choice["prompt_token_ids"] = out.prompt_token_ids
                     choice["token_ids"] = c.token_ids
+                    choice["token_versions"] = c.versions
                 if len(outs) > 1:
                     choice["policy_version"] = out.policy_version
                 choices.append(choice)

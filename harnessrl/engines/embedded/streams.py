@@ -97,6 +97,7 @@ async def chat_stream(handle: RequestHandle, ctx: Ctx, tok: P.TokenText) -> Asyn
             }
             if ctx.token_ids:
                 choice["token_ids"] = ev.token_ids
+                choice["token_versions"] = [[ev.policy_version, len(ev.token_ids)]]
             yield _sse(ctx.envelope("chat.completion.chunk", version, [choice]))
         elif isinstance(ev, Failed):
             yield _sse(P.error_body(ev.message, type_="server_error"))
@@ -128,6 +129,7 @@ async def completion_stream(handle: RequestHandle, ctx: Ctx, tok: P.TokenText) -
                 if ev.index not in started:
                     choice["prompt_token_ids"] = prompt
                 choice["token_ids"] = ev.token_ids
+                choice["token_versions"] = [[ev.policy_version, len(ev.token_ids)]]
             started.add(ev.index)
             yield _sse(ctx.envelope("text_completion", version, [choice]))
         elif isinstance(ev, Failed):

@@ -87,7 +87,7 @@ DONE_EVENT = b"data: " + DONE + b"\n\n"
 #: Fields the engine adds that a standard client does not expect.
 _TOP_EXTRAS = ("prompt_token_ids", "prompt_logprobs", "kv_transfer_params", "policy_version")
 _CHOICE_TOKEN_EXTRAS = ("token_ids", "prompt_token_ids")
-_CHOICE_EXTRAS = ("stop_reason", "prompt_logprobs")
+_CHOICE_EXTRAS = ("stop_reason", "prompt_logprobs", "token_versions")
 
 
 def strip(resp: dict, want_logprobs: bool, want_token_ids: bool) -> dict:

@@ -10,7 +10,10 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # In CI every test it is meant to run runs: a skip not listed in tests/allowed_skips.toml fails the stage.
 # The pinned coding CLIs (npm, into .clis/) come first: their test modules are collected in every stage.
 if [ "${CI:-}" = "true" ]; then export HARNESSRL_FAIL_ON_SKIP=1; bash scripts/clis.sh; fi
-if [ "${CI:-}" = "true" ] || [ "${HARNESSRL_ALL_TESTS:-}" = "1" ]; then bash scripts/openhands.sh; fi   # .venv-openhands (Python >= 3.12)
+if [ "${CI:-}" = "true" ] || [ "${HARNESSRL_ALL_TESTS:-}" = "1" ]; then
+  bash scripts/openhands.sh   # .venv-openhands (Python >= 3.12)
+  bash scripts/aider.sh       # .venv-aider (Python 3.10-3.12)
+fi
 # Lint and types first, as habits: a failure names the line ([tool.ruff], [tool.mypy]); mypy takes minutes
 # on 2 cores with a cold .mypy_cache, seconds after.
 .venv/bin/ruff check harnessrl tests benchmarks

@@ -137,3 +137,33 @@ class CliTokenScriptEngine(CliScriptEngine):
             call = orjson.dumps({"name": step["tool"], "arguments": step["arguments"]}).decode()
             return self._encode(f"<tool_call>{call}</tool_call>"), "stop", None
         return self._encode(str(step["text"])), "stop", None
+
+
+class CliTextScriptEngine(CliScriptEngine):
+    """The script for a harness that offers no tools and edits by the text of its answers (aider): the
+    ``k``-th request of an attempt whose system message carries ``marker`` (a phrase of the agent's system
+    prompt) gets ``script[k]`` (``{"text": ...}``); any other request (aider's commit message, whose
+    context quotes the task too) is a side request. Counted, not read from the history: aider rebuilds its
+    context every turn (files' new contents, repository map) and its prompt holds example exchanges."""
+
+    def __init__(self, script: list[dict[str, Any]], marker: str, **kwargs: Any) -> None:
+        self.marker = marker
+        super().__init__(script, **kwargs)
+
+    @property
+    def script(self) -> list[dict[str, Any]]:
+        return self._script
+
+    @script.setter
+    def script(self, script: list[dict[str, Any]]) -> None:
+        self._script, self.turn = script, 0  # a new attempt starts at turn 0
+
+    def generate(self, prompt: list[int], body: dict, index: int) -> tuple[list[int], str, dict | None]:
+        if not any(self.marker in _text(m.get("content")) for m in body.get("messages") or ()
+                   if m.get("role") == "system"):
+            self.side_requests.append(body)
+            return [*self.side_text.encode(), END], "stop", None
+        self.agent_requests.append(body)
+        step = self.step(self.turn)
+        self.turn += 1
+        return [*str(step["text"]).encode(), END], "stop", None

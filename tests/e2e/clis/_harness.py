@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[3]
 CLIS_BIN = (ROOT / ".clis").resolve() / "node_modules" / ".bin"  # real path: a sandbox binds that
 EXAMPLES = ROOT / "examples"
 OPENHANDS_VENV = ROOT / ".venv-openhands"  # scripts/openhands.sh; its base-python links to the interpreter
+AIDER_VENV = ROOT / ".venv-aider"  # scripts/aider.sh; the same link
 
 sys.path.insert(0, str(ROOT / "tests"))  # `fakes` importable
 from fakes.cli_engine import CliScriptEngine, CliTokenScriptEngine  # noqa: E402
@@ -53,6 +54,13 @@ def require_openhands() -> None:
                     ".venv-openhands, Python >= 3.12)", allow_module_level=True)
 
 
+def require_aider() -> None:
+    """Skip the calling module when ``scripts/aider.sh`` has not made aider's venv."""
+    if not (AIDER_VENV / "pins").exists():
+        pytest.skip("aider is not installed: run `bash scripts/aider.sh` (aider-chat into .venv-aider, Python "
+                    "3.10-3.12)", allow_module_level=True)
+
+
 def sandbox_read_only(*paths: Path) -> dict[str, Any]:
     """``[runner] sandbox_read_only`` where this checkout's runner has a sandbox (the CLIs live in .clis)."""
     return {"sandbox_read_only": [str(p) for p in paths]} if "sandbox_read_only" in RunnerConfig.model_fields else {}
@@ -70,20 +78,23 @@ class Attempt:
 class Stack:
     """Store, scripted engine and default gateway on loopback, and attempts of one example's task."""
 
-    def __init__(self, tmp: Path, render_mode: str = "engine") -> None:
+    def __init__(self, tmp: Path, render_mode: str = "engine", engine: CliScriptEngine | None = None,
+                 **gateway: Any) -> None:
         """``render_mode="gateway"``: the gateway renders prompts with the tiny model's tokenizer (the
-        default of ``harnessrl train``); else ``GatewayConfig()``'s own default, the engine renders."""
+        default of ``harnessrl train``); else ``GatewayConfig()``'s own default, the engine renders.
+        ``engine``: another scripted engine than the tool-calling one (aider's text script); ``gateway``:
+        settings an example's config adds to the default gateway (aider's ``pinned_sampling``)."""
         self.tmp = tmp
         self.store: Store = open_store(f"sqlite:///{tmp / 'store.db'}")
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = dict(gateway)
         if render_mode == "gateway":
             from harnessrl.gateway.render import RenderConfig
             from harnessrl.models.tiny import tiny_tokenizer
 
             self.engine: CliScriptEngine = CliTokenScriptEngine([{"text": "done"}], tiny_tokenizer(), model="tiny")
-            extra = {"render_mode": "gateway", "render": RenderConfig(tokenizer="tiny")}
+            extra.update(render_mode="gateway", render=RenderConfig(tokenizer="tiny"))
         else:
-            self.engine = CliScriptEngine([{"text": "done"}], model="policy")
+            self.engine = engine or CliScriptEngine([{"text": "done"}], model="policy")
         self.engine_server = EngineServer(self.engine).start()
         config = GatewayConfig(port=0, engines=[self.engine_server.url], admin_token="admin-secret", **extra)
         self.gateway = GatewayServer(Gateway(self.store, config)).start()

@@ -70,7 +70,16 @@ def qwen_code(new: str) -> list[dict]:
     ]
 
 
+def cline(new: str) -> list[dict]:
+    return [
+        {"tool": "read_files", "arguments": {"files": [{"path": "{cwd}/greet.py"}]}},
+        {"tool": "editor", "arguments": {"path": "{cwd}/greet.py", "old_text": OLD, "new_text": new}},
+        {"tool": "run_commands", "arguments": {"commands": ["python3 -m unittest"]}},
+        ANSWER,
+    ]
+
+
 SCRIPTS = {"claude-code": claude_code, "codex": codex, "opencode": opencode, "gemini-cli": gemini_cli,
-           "qwen-code": qwen_code}
+           "qwen-code": qwen_code, "cline": cline}
 BINARIES = {"claude-code": "claude", "codex": "codex", "opencode": "opencode", "gemini-cli": "gemini",
-            "qwen-code": "qwen"}
+            "qwen-code": "qwen", "cline": "cline"}

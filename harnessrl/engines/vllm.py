@@ -71,8 +71,9 @@ def build_command(engine: EngineConfig, model_path: str | Path, port: int, *, se
     return cmd + list(cfg.extra_args)
 
 
-def server_env(cfg: VllmConfig) -> dict[str, str]:
-    """Environment of a launched server: ours, plus what runtime LoRA loading and offline use need."""
+def server_env(cfg: VllmConfig, *, in_place_updates: bool = False) -> dict[str, str]:
+    """Environment of a launched server: ours, plus what runtime LoRA loading, in-place full-weight updates
+    (vLLM's dev routes: ``/collective_rpc``, ``/reset_prefix_cache``) and offline use need."""
     env = dict(os.environ)
     # The harnessrl venv's variables must not leak into vLLM's interpreter.
     for k in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"):
@@ -82,6 +83,8 @@ def server_env(cfg: VllmConfig) -> dict[str, str]:
     env.setdefault("DO_NOT_TRACK", "1")
     if cfg.enable_lora:
         env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "True"
+    if in_place_updates:
+        env["VLLM_SERVER_DEV_MODE"] = "1"
     env.update(cfg.env)
     return env
 
@@ -125,8 +128,9 @@ class VllmServer:
     """One launched vLLM OpenAI server process (its own process group, log file, port)."""
 
     def __init__(self, engine: EngineConfig, model_path: str | Path, log_path: Path, *, served_name: str,
-                 lora_rank_min: int = 0) -> None:
+                 lora_rank_min: int = 0, in_place_updates: bool = False) -> None:
         self.engine = engine
+        self.in_place_updates = in_place_updates
         self.model_path = str(model_path)
         self.log_path = log_path
         self.served_name = served_name
@@ -156,7 +160,8 @@ class VllmServer:
         log.info("starting vLLM on port %d for %s (log: %s)", self.port, self.model_path, self.log_path)
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=server_env(self.engine.vllm), start_new_session=True)
+                                         env=server_env(self.engine.vllm, in_place_updates=self.in_place_updates),
+                                         start_new_session=True)
         atexit.register(self.stop)  # its own session: it would outlive us otherwise
         try:
             self.startup_s = wait_healthy(self.root_url, self.engine.vllm.startup_timeout_s,
@@ -195,11 +200,14 @@ class VllmEngine:
 
     ``urls`` are what the gateway forwards to; ``served_name`` is the base model's name on launched
     servers (None when attached: the gateway asks ``/v1/models``). ``restart(folder)`` serves a new full
-    model from a saved folder (full-weight publishing) on the same ports.
+    model from a saved folder (full-weight publishing) on the same ports; ``in_place_updates`` starts the
+    launched servers with the routes that load new full weights without a restart (``VllmInPlacePublisher``).
     """
 
-    def __init__(self, config: EngineConfig, *, log_dir: Path, lora_rank_min: int = 0) -> None:
+    def __init__(self, config: EngineConfig, *, log_dir: Path, lora_rank_min: int = 0,
+                 in_place_updates: bool = False) -> None:
         self.config = config
+        self.in_place_updates = in_place_updates
         self.log_dir = Path(log_dir)
         self.lora_rank_min = lora_rank_min
         self.launched = config.vllm.launch if config.vllm.launch is not None else not config.urls
@@ -231,7 +239,8 @@ class VllmEngine:
         assert self.served_name is not None
         n = len(self.servers)
         server = VllmServer(self.config, model_path, self.log_dir / f"vllm-{n}.log",
-                            served_name=self.served_name, lora_rank_min=self.lora_rank_min)
+                            served_name=self.served_name, lora_rank_min=self.lora_rank_min,
+                            in_place_updates=self.in_place_updates)
         self.servers.append(server)
         try:
             server.start()

@@ -7,6 +7,8 @@ holds one of these. The shared settings (model, dtype, seed, context window, ser
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from harnessrl.config_base import ConfigSection
@@ -51,6 +53,14 @@ class VllmConfig(ConfigSection):
     )
     startup_timeout_s: float = Field(
         900.0, gt=0, description="How long to wait for GET /health after a launch (first start on a CPU: minutes)."
+    )
+    full_weights: Literal["in_place", "restart"] = Field(
+        "in_place",
+        description="How full fine-tuning's weights reach the servers. 'in_place' (default): each server "
+        "reloads them from the folder the trainer wrote (vLLM's reload_weights through POST /collective_rpc; "
+        "launched servers get VLLM_SERVER_DEV_MODE=1, attached ones must be started with it), about a second "
+        "for a small model, no restart; 'restart': restart the launched servers on the folder (attached "
+        "servers cannot be restarted from here).",
     )
     lora_name_prefix: str = Field(
         "policy-v", description="Published LoRA adapters are loaded as '<prefix><version>'."

@@ -10,9 +10,16 @@ version.
   engine as ``policy-v<N>`` (vLLM started with ``--enable-lora`` and
   ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``), switch the gateway to that name, unload the previous one.
   Seconds, no restart; the folder must be readable by the engines (same machine or shared storage).
-- Full weights (``VllmReloadPublisher``): write a safetensors model folder and restart the launched
-  servers on it (about a minute for a small model on a CPU; vLLM has no stable API to load new full
-  weights into a running server).
+- Full weights in place (``VllmInPlacePublisher``, the default): write a safetensors model folder and have
+  every engine load it into the running model: vLLM's own ``reload_weights`` worker method, called through
+  its ``POST /collective_rpc`` (servers started with ``VLLM_SERVER_DEV_MODE=1``), then
+  ``POST /reset_prefix_cache`` (cached KV was computed with the old weights). About a second for
+  SmolLM2-135M on a CPU; launched and attached servers alike; the folder must be readable by the engines.
+  The same seam takes a transfer without the disk later: vLLM's weight-transfer routes
+  (``/init_weight_transfer_engine``, ``/update_weights``: NCCL broadcast from trainer rank 0, or CUDA IPC
+  handles on one machine) replace the file write and the ``reload_weights`` call; see docs/vllm.md.
+- Full weights by restart (``VllmReloadPublisher``, ``full_weights = "restart"``): write the folder and
+  restart the launched servers on it (about a minute for a small model on a CPU).
 """
 
 from __future__ import annotations
@@ -92,7 +99,7 @@ class VllmLoraPublisher(_GatewayAware):
     def publish(self, model: torch.nn.Module, version: int) -> str:
         if not hasattr(model, "peft_config"):
             raise VllmError("VllmLoraPublisher publishes LoRA adapters; this model has none (full fine-tuning "
-                            "publishes with VllmReloadPublisher)")
+                            "publishes with VllmInPlacePublisher or VllmReloadPublisher)")
         path = str(Path(self.folder.publish(model, version)).resolve())
         name = f"{self.name_prefix}{version}"
         with httpx.Client(timeout=self.timeout_s) as client:
@@ -123,6 +130,60 @@ class VllmLoraPublisher(_GatewayAware):
         r = client.post(f"{url}/unload_lora_adapter", json={"lora_name": name})
         if r.status_code != 200:
             log.warning("%s/unload_lora_adapter %s: HTTP %d %s", url, name, r.status_code, r.text[:200])
+
+
+class VllmInPlacePublisher(_GatewayAware):
+    """Saves the full model and loads it into every running engine in place (full fine-tuning, no restart)."""
+
+    def __init__(self, folder: FolderPublisher, urls: list[str], *, gateway: GatewayLink | None = None,
+                 timeout_s: float = 600.0, check: bool = True) -> None:
+        self.folder = folder
+        self.roots = [u.rstrip("/").removesuffix("/v1") for u in urls]
+        self.gateway = gateway
+        self.timeout_s = timeout_s
+        if check:
+            self.check()
+
+    def check(self) -> None:
+        """Refuse at start, not at the first publish, an engine without the routes an in-place update needs."""
+        for root in self.roots:
+            try:
+                r = httpx.get(f"{root}/is_paused", timeout=30)
+            except httpx.HTTPError as exc:
+                raise VllmError(f"{root}: cannot reach the engine to check its in-place update routes: {exc}") \
+                    from exc
+            if r.status_code != 200:
+                raise VllmError(
+                    f"{root} cannot load full weights in place (GET /is_paused: HTTP {r.status_code}): start "
+                    "that vLLM server with VLLM_SERVER_DEV_MODE=1 (its /collective_rpc and /reset_prefix_cache "
+                    "routes; keep it on a private network), or train LoRA (training.lora), or, for servers "
+                    "harnessrl launched, set [engine.vllm] full_weights = \"restart\"")
+
+    def publish(self, model: torch.nn.Module, version: int) -> str:
+        if hasattr(model, "peft_config"):
+            raise VllmError("VllmInPlacePublisher publishes full weights; a LoRA model publishes with "
+                            "VllmLoraPublisher")
+        path = str(Path(self.folder.publish(model, version)).resolve())
+        with httpx.Client(timeout=self.timeout_s) as client:
+            for root in self.roots:
+                self._reload(client, root, path)
+        self._switch(version, None)  # same served name, new weights
+        log.info("policy v%d loaded in place on %d engine(s) from %s", version, len(self.roots), path)
+        return path
+
+    @staticmethod
+    def _reload(client: httpx.Client, root: str, path: str) -> None:
+        # collective_rpc passes string kwargs only; reload_weights reads the folder's safetensors (checkpoint
+        # format) into the running model on every worker of that server.
+        r = client.post(f"{root}/collective_rpc",
+                        json={"method": "reload_weights", "kwargs": {"weights_path": path}})
+        if r.status_code != 200:
+            raise VllmError(f"{root}/collective_rpc reload_weights from {path} failed: HTTP {r.status_code} "
+                            f"{r.text[:500]} (is the folder readable by that engine, at the same path?)")
+        r = client.post(f"{root}/reset_prefix_cache")
+        if r.status_code != 200 or r.json().get("success") is False:
+            raise VllmError(f"{root}/reset_prefix_cache failed after loading {path}: HTTP {r.status_code} "
+                            f"{r.text[:300]}: its cached KV still holds the old weights' values")
 
 
 class VllmReloadPublisher(_GatewayAware):

@@ -10,7 +10,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from harnessrl.engines.vllm import VllmEngine
-from harnessrl.engines.vllm_publish import VllmLoraPublisher, VllmReloadPublisher
+from harnessrl.engines.vllm_publish import VllmInPlacePublisher, VllmLoraPublisher, VllmReloadPublisher
 from harnessrl.weights.publish import FolderPublisher
 
 if TYPE_CHECKING:
@@ -22,8 +22,9 @@ log = logging.getLogger(__name__)
 def start_engine(config: HarnessConfig) -> VllmEngine:
     """Launch (or reach) the vLLM servers of ``config.engine``; returns the started ``VllmEngine``."""
     lora = config.training.lora
+    in_place = lora is None and config.engine.vllm.full_weights == "in_place"
     engine = VllmEngine(config.engine, log_dir=config.run_dir / "logs",
-                        lora_rank_min=lora.r if lora is not None else 0)
+                        lora_rank_min=lora.r if lora is not None else 0, in_place_updates=in_place)
     return engine.start()
 
 
@@ -39,12 +40,15 @@ def gateway_overrides(config: HarnessConfig, engine: VllmEngine) -> dict[str, An
 
 
 def make_publisher(config: HarnessConfig, folder: FolderPublisher, engine: VllmEngine) -> Any:
-    """LoRA training: hot-load adapters on every engine; full fine-tuning: restart on the saved folder."""
+    """LoRA training: hot-load adapters on every engine; full fine-tuning: reload the saved folder in place
+    (or restart the launched servers on it, ``[engine.vllm] full_weights = "restart"``)."""
     if config.training.lora is not None:
         if not config.engine.vllm.enable_lora:
             raise ValueError("training.lora is set but engine.vllm.enable_lora = false: vLLM could not load "
                              "the adapters; enable it (or train full weights)")
         return VllmLoraPublisher(folder, engine.urls, name_prefix=config.engine.vllm.lora_name_prefix)
+    if config.engine.vllm.full_weights == "in_place":
+        return VllmInPlacePublisher(folder, engine.urls)
     return VllmReloadPublisher(folder, engine)
 
 

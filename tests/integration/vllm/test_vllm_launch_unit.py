@@ -72,6 +72,13 @@ def test_environment_enables_runtime_lora_and_drops_our_venv(monkeypatch: pytest
     assert "VLLM_ALLOW_RUNTIME_LORA_UPDATING" not in server_env(_engine(enable_lora=False).vllm)
 
 
+def test_dev_routes_only_where_full_weights_are_loaded_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """VLLM_SERVER_DEV_MODE opens /collective_rpc: set only for full fine-tuning loaded in place."""
+    monkeypatch.delenv("VLLM_SERVER_DEV_MODE", raising=False)
+    assert "VLLM_SERVER_DEV_MODE" not in server_env(_engine().vllm)
+    assert server_env(_engine().vllm, in_place_updates=True)["VLLM_SERVER_DEV_MODE"] == "1"
+
+
 def test_health_wait_times_out_with_a_clear_message() -> None:
     t0 = time.monotonic()
     with pytest.raises(VllmError, match=r"(?s)not healthy after 1 s.*startup_timeout_s.*LOG TAIL"):

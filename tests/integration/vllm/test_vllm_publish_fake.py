@@ -17,7 +17,12 @@ from peft import LoraConfig, get_peft_model
 from vllm_fakes import FakeVllm, start_fake_vllm
 
 from harnessrl.engines.vllm import VllmError
-from harnessrl.engines.vllm_publish import GatewayLink, VllmLoraPublisher, VllmReloadPublisher
+from harnessrl.engines.vllm_publish import (
+    GatewayLink,
+    VllmInPlacePublisher,
+    VllmLoraPublisher,
+    VllmReloadPublisher,
+)
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer
 from harnessrl.models.tiny import tiny_model
 from harnessrl.store import Store, open_store
@@ -168,3 +173,52 @@ def test_reload_publisher_refuses_attached_servers(tmp_path: Path) -> None:
 
     with pytest.raises(VllmError, match="LoRA"):
         VllmReloadPublisher(FolderPublisher(tmp_path), Attached())  # type: ignore[arg-type]
+
+
+def test_in_place_publisher_loads_the_folder_into_every_engine_and_keeps_the_served_name(
+        tmp_path: Path, store: Store, fakes: list, gateway: GatewayServer) -> None:
+    apps: list[FakeVllm] = [app for _, app in fakes]
+    for app in apps:
+        app.dev_mode = True
+    publisher = VllmInPlacePublisher(FolderPublisher(tmp_path / "p"), [s.url for s, _ in fakes],
+                                     gateway=GatewayLink(gateway.url, TOKEN))
+    rid, client = _chat(gateway)
+    model, _ = tiny_model()
+    path = publisher.publish(model, 2)
+    assert Path(path, "model.safetensors").is_file() and Path(path).is_absolute()
+    for app in apps:  # checked at start, then reloaded from the folder, then the stale prefix cache dropped
+        assert app.dev_calls == [("is_paused", {}),
+                                 ("collective_rpc", {"method": "reload_weights", "kwargs": {"weights_path": path}}),
+                                 ("reset_prefix_cache", {})]
+        assert app.lora_calls == []
+    client.chat.completions.create(model="policy", messages=[{"role": "user", "content": "again"}], max_tokens=4)
+    assert [c.policy_version for c in store.get_calls(rid)] == [0, 2]
+    assert gateway.gateway.config.engine_model == "base"  # same name, new weights
+    assert [b["model"] for app in apps for b in app.engine.requests] == ["base", "base"]
+
+
+def test_in_place_publisher_refuses_at_start_an_engine_without_the_dev_routes(tmp_path: Path, fakes: list) -> None:
+    (server, _), (other, app) = fakes
+    app.dev_mode = True
+    with pytest.raises(VllmError, match="VLLM_SERVER_DEV_MODE=1") as err:
+        VllmInPlacePublisher(FolderPublisher(tmp_path), [other.url, server.url])
+    assert server.url.removesuffix("/v1") in str(err.value)
+
+
+def test_in_place_publisher_failure_names_the_folder_and_leaves_the_gateway_alone(
+        tmp_path: Path, fakes: list, gateway: GatewayServer) -> None:
+    server, app = fakes[0]
+    app.dev_mode = True
+    publisher = VllmInPlacePublisher(FolderPublisher(tmp_path / "p"), [server.url],
+                                     gateway=GatewayLink(gateway.url, TOKEN))
+    with pytest.raises(VllmError, match="VllmLoraPublisher"):
+        publisher.publish(_lora_model(), 1)
+
+    class Broken(FolderPublisher):  # a folder the engine cannot read
+        def publish(self, model: object, version: int) -> str:  # type: ignore[override]
+            return str(tmp_path / "missing")
+
+    publisher.folder = Broken(tmp_path / "q")
+    with pytest.raises(VllmError, match="reload_weights from .*missing"):
+        publisher.publish(tiny_model()[0], 1)
+    assert gateway.gateway.gate.policy_version == 0

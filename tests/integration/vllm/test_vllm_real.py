@@ -21,7 +21,12 @@ from openai import OpenAI
 
 from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.vllm import VllmEngine, vllm_python
-from harnessrl.engines.vllm_publish import GatewayLink, VllmLoraPublisher, VllmReloadPublisher
+from harnessrl.engines.vllm_publish import (
+    GatewayLink,
+    VllmInPlacePublisher,
+    VllmLoraPublisher,
+    VllmReloadPublisher,
+)
 from harnessrl.gateway import Gateway, GatewayConfig, GatewayServer
 from harnessrl.store import Store, open_store
 from harnessrl.weights.publish import FolderPublisher
@@ -57,12 +62,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
     tmp = tmp_path_factory.mktemp("vllm")
     model_dir = str(prepare_model("smollm2"))
-    # HARNESSRL_TEST_VLLM_URL: attach to a server already serving SmolLM2 (quick reruns while developing).
+    # HARNESSRL_TEST_VLLM_URL: attach to a server already serving SmolLM2 (quick reruns while developing;
+    # start it with VLLM_SERVER_DEV_MODE=1 for the in-place tests).
     attach = os.environ.get("HARNESSRL_TEST_VLLM_URL")
     cfg = EngineConfig(kind="vllm", model=model_dir, context_window=2048, urls=[attach] if attach else [],
                        vllm={"python": str(_PY), "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}})
     t0 = time.monotonic()
-    engine = VllmEngine(cfg, log_dir=tmp / "logs").start()
+    engine = VllmEngine(cfg, log_dir=tmp / "logs", in_place_updates=True).start()
     print(f"\nvLLM started in {time.monotonic() - t0:.0f} s")  # noqa: T201 - the measured start time
     base = engine.served_name or httpx.get(engine.urls[0] + "/models", timeout=30).json()["data"][0]["id"]
     store = open_store(f"sqlite:///{tmp / 'store.db'}")
@@ -165,6 +171,108 @@ def test_published_lora_is_hot_loaded_and_later_calls_carry_the_new_version(serv
     for url in served.engine.urls:  # leave the base model for other tests
         httpx.post(url + "/unload_lora_adapter", json={"lora_name": "policy-v1"}, timeout=60)
     served.chat_gw.gateway.config.engine_model = served.base
+
+
+def _perturbed(model_dir: str, seed: int) -> tuple[torch.nn.Module, object]:
+    from harnessrl.models import load_model
+
+    model, tok = load_model(model_dir)
+    with torch.no_grad():  # a trained step would barely move greedy text
+        gen = torch.Generator().manual_seed(seed)
+        for name, p in model.named_parameters():
+            if name.endswith("mlp.down_proj.weight"):
+                p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+    return model, tok
+
+
+def _max_logprob_diff(model: torch.nn.Module, call: object) -> float:
+    """vLLM's recorded logprobs against the trainer-side model's recomputation of the same tokens."""
+    prompt, completion = call.prompt_token_ids, call.completion_token_ids  # type: ignore[attr-defined]
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1: -1]
+    ours = torch.log_softmax(logits.float(), -1).gather(-1, ids[0, len(prompt):, None])[:, 0]
+    return (ours - torch.tensor(call.completion_logprobs)).abs().max().item()  # type: ignore[attr-defined]
+
+
+def _reload(urls: list[str], path: str) -> None:
+    for url in urls:
+        root = url.removesuffix("/v1")
+        r = httpx.post(root + "/collective_rpc", json={"method": "reload_weights", "kwargs": {"weights_path": path}},
+                       timeout=600)
+        assert r.status_code == 200, r.text
+        assert httpx.post(root + "/reset_prefix_cache", timeout=60).status_code == 200
+
+
+def test_full_weights_are_loaded_in_place_without_a_restart(served: Served, tmp_path: Path) -> None:
+    """The default for full fine-tuning: the running server loads the trainer's folder; no restart."""
+    rid, client = _rollout(served.chat_gw)
+    before = _greedy(client)
+    version = served.chat_gw.gateway.gate.policy_version
+    pids = [s.proc.pid for s in served.engine.servers if s.proc is not None]
+    model, tok = _perturbed(served.model_dir, seed=2)
+    publisher = VllmInPlacePublisher(FolderPublisher(tmp_path / "full", tokenizer=tok), served.engine.urls,
+                                     gateway=GatewayLink(served.chat_gw.url, TOKEN))
+    t0 = time.monotonic()
+    publisher.publish(model, version + 1)
+    print(f"\nfull weights loaded in place in {time.monotonic() - t0:.1f} s")  # noqa: T201
+    after = _greedy(client)
+    assert after != before, "the reloaded weights did not change the greedy output"
+    assert [s.proc.pid for s in served.engine.servers if s.proc is not None] == pids  # the same processes
+    calls = served.store.get_calls(rid)
+    assert [c.policy_version for c in calls] == [version, version + 1]
+    diff = _max_logprob_diff(model, calls[1])
+    print(f"greedy before {before!r}, after {after!r}; max |logprob diff| {diff:.4f}")  # noqa: T201
+    assert diff < 0.05, f"vLLM's logprobs differ from the new weights' by up to {diff:.3f}"
+    _reload(served.engine.urls, served.model_dir)  # back to the base weights for the tests after this one
+    assert _greedy(client) == before
+
+
+def test_two_servers_behind_one_gateway_are_both_updated_in_place(served: Served, tmp_path: Path) -> None:
+    """Issue 36 item 4: a second launched server joins the first behind one gateway; one update reaches both,
+    routing resumes on both, and every call is recorded once with the version that served it."""
+    if not served.engine.launched:
+        pytest.skip("launches a second server like the first; this run attached to one")
+    second = VllmEngine(served.engine.config, log_dir=tmp_path / "logs", in_place_updates=True).start()
+    try:
+        urls = [*served.engine.urls, *second.urls]
+        gcfg = GatewayConfig(port=0, engines=urls, admin_token=TOKEN, engine_model=served.base,
+                             render_mode="engine", health_interval_s=1.0)
+        gw = GatewayServer(Gateway(served.store, gcfg)).start()
+        try:
+            def direct(url: str) -> str:  # each server's own greedy answer, bypassing the gateway
+                r = httpx.post(url + "/chat/completions", timeout=600, json={
+                    "model": served.base, "messages": MESSAGES, "max_tokens": 12, "temperature": 0})
+                return r.json()["choices"][0]["message"]["content"]
+
+            before = [direct(u) for u in urls]
+            assert before[0] == before[1]
+            rollouts = [_rollout(gw) for _ in range(4)]
+            for _, client in rollouts:
+                _greedy(client)
+            model, tok = _perturbed(served.model_dir, seed=3)
+            publisher = VllmInPlacePublisher(FolderPublisher(tmp_path / "full", tokenizer=tok), urls,
+                                             gateway=GatewayLink(gw.url, TOKEN))
+            publisher.publish(model, 7)
+            after = [direct(u) for u in urls]
+            assert after[0] == after[1] != before[0], "both servers serve the new weights"
+            for _, client in rollouts:
+                _greedy(client)
+            engines = httpx.get(gw.url + "/admin/status", timeout=30, headers={
+                "Authorization": f"Bearer {TOKEN}"}).json()["engines"]
+            assert all(e["healthy"] for e in engines) and sum(e["served"] for e in engines) == 8
+            used = set()
+            for rid, _ in rollouts:
+                calls = served.store.get_calls(rid)
+                assert [c.policy_version for c in calls] == [0, 7], "one record per call, stamped by version"
+                assert [c.index for c in calls] == [0, 1]
+                used |= {c.engine_id for c in calls}
+            assert len(used) == 2, "the gateway routed calls to both servers"
+            _reload(urls[:1], served.model_dir)  # the module's server back on the base weights
+        finally:
+            gw.stop()
+    finally:
+        second.close()
 
 
 def test_full_weights_publish_restarts_the_server_on_the_saved_folder(served: Served, tmp_path: Path) -> None:

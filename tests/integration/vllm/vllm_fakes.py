@@ -3,7 +3,10 @@
 Wraps the shared ``FakeEngine`` (the gateway's engine dialect) and adds ``POST /v1/load_lora_adapter``
 and ``/v1/unload_lora_adapter`` with vLLM's answers: 200 with a text body, 400 when the name is already
 loaded or unknown. Requests naming a model that is neither the base nor a loaded adapter get 404, as
-vLLM does, so a gateway that routes to the wrong name fails the test.
+vLLM does, so a gateway that routes to the wrong name fails the test. With ``dev_mode`` (a server started
+with ``VLLM_SERVER_DEV_MODE=1``) it also answers vLLM's dev routes an in-place full-weight update uses:
+``GET /is_paused``, ``POST /collective_rpc`` (``reload_weights`` from a folder with a ``config.json``) and
+``POST /reset_prefix_cache``; without it they are 404, as on a server started without that variable.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/ -> `fakes
 
 from fakes.fake_engine import EngineServer, FakeEngine  # noqa: E402
 
+_DEV_ROUTES = ("/is_paused", "/collective_rpc", "/reset_prefix_cache")
+
 
 class FakeVllm:
     """ASGI app: LoRA admin endpoints here, everything else to the wrapped ``FakeEngine``."""
@@ -27,8 +32,12 @@ class FakeVllm:
         self.adapters: dict[str, str] = {}  # name -> path
         self.lora_calls: list[tuple[str, dict]] = []
         self.fail_load = False
+        self.dev_mode = False
+        self.dev_calls: list[tuple[str, dict]] = []  # (route, body) of the dev routes, in order
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and self.dev_mode and scope["path"] in _DEV_ROUTES:
+            return await self._dev(scope, receive, send)
         if scope["type"] == "http" and scope["path"] in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
             body = b""
             while True:
@@ -46,6 +55,27 @@ class FakeVllm:
         if scope["type"] == "http" and scope["method"] == "POST":
             return await self._check_model(scope, receive, send)
         await self.engine(scope, receive, send)
+
+    async def _dev(self, scope: dict, receive: Any, send: Any) -> None:
+        body = b""
+        while True:
+            msg = await receive()
+            body += msg.get("body", b"")
+            if not msg.get("more_body"):
+                break
+        data = orjson.loads(body) if body else {}
+        route = scope["path"].lstrip("/")
+        self.dev_calls.append((route, data))
+        status, answer = 200, {"is_paused": False} if route == "is_paused" else {"success": True}
+        if route == "collective_rpc":
+            path = data.get("kwargs", {}).get("weights_path", "")
+            if data.get("method") != "reload_weights" or not (Path(path) / "config.json").is_file():
+                status, answer = 500, {"error": f"cannot reload weights from {path!r}"}
+            else:
+                answer = {"results": [None]}
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": orjson.dumps(answer)})
 
     def _lora(self, path: str, data: dict) -> tuple[int, str]:
         name = data.get("lora_name")

@@ -80,6 +80,6 @@ def cline(new: str) -> list[dict]:
 
 
 SCRIPTS = {"claude-code": claude_code, "codex": codex, "opencode": opencode, "gemini-cli": gemini_cli,
-           "qwen-code": qwen_code, "cline": cline}
+           "qwen-code": qwen_code, "cline": cline, "kilo": opencode}  # Kilo: built on OpenCode, its tools
 BINARIES = {"claude-code": "claude", "codex": "codex", "opencode": "opencode", "gemini-cli": "gemini",
-            "qwen-code": "qwen", "cline": "cline"}
+            "qwen-code": "qwen", "cline": "cline", "kilo": "kilo"}

@@ -79,7 +79,18 @@ def cline(new: str) -> list[dict]:
     ]
 
 
+
+def continue_cli(new: str) -> list[dict]:
+    return [
+        {"tool": "Read", "arguments": {"filepath": "{cwd}/greet.py"}},
+        {"tool": "Edit", "arguments": {"file_path": "{cwd}/greet.py", "old_string": OLD, "new_string": new}},
+        {"tool": "Bash", "arguments": {"command": "python3 -m unittest"}},
+        ANSWER,
+    ]
+
 SCRIPTS = {"claude-code": claude_code, "codex": codex, "opencode": opencode, "gemini-cli": gemini_cli,
-           "qwen-code": qwen_code, "cline": cline, "kilo": opencode}  # Kilo: built on OpenCode, its tools
+           "qwen-code": qwen_code, "cline": cline, "kilo": opencode,  # Kilo: built on OpenCode, its tools
+           "continue": continue_cli}
 BINARIES = {"claude-code": "claude", "codex": "codex", "opencode": "opencode", "gemini-cli": "gemini",
-            "qwen-code": "qwen", "cline": "cline", "kilo": "kilo"}
+            "qwen-code": "qwen", "cline": "cline", "kilo": "kilo",
+            "continue": "cn"}

@@ -1,9 +1,9 @@
-"""The three CLIs through the gateway in render mode ``gateway``, the default of ``harnessrl train`` and
-``collect``: the gateway applies the chat template itself (the tiny model's ChatML + Hermes tools) and
-sends token ids to the engine, which answers with scripted token ids. The CLIs' 21k-35k-token prompts
-(system prompt and tool schemas in the tiny tokenizer) are rendered, the Hermes tool calls parsed back
-into each API's own tool use, and every agent call after the first extends the one before token for
-token. No training here: ``test_<cli>.py`` train on the compact prompts of render mode ``engine``.
+"""The tool-calling CLIs (``_scripts.SCRIPTS``) through the gateway in render mode ``gateway``, the default
+of ``harnessrl train`` and ``collect``: the gateway applies the chat template itself (the tiny model's
+ChatML + Hermes tools) and sends token ids to the engine, which answers with scripted token ids. The CLIs'
+5.5k-35k-token prompts (system prompt and tool schemas in the tiny tokenizer) are rendered, the Hermes tool
+calls parsed back into each API's own tool use, and every agent call after the first extends the one before
+token for token. No training here: ``test_<cli>.py`` train on the compact prompts of render mode ``engine``.
 """
 
 from __future__ import annotations
@@ -36,6 +36,6 @@ def test_cli_in_gateway_render_mode(example: str, render_stack: Stack) -> None:
     assert a.rewards["verifier"] == 1.0, a.logs
     check_recorded(a.calls)
     agent = [c for c in a.calls if c.request.get("tools")]
-    assert len(agent) == 4 and min(len(c.prompt_token_ids) for c in agent) > 8000  # the CLI's real prompt
+    assert len(agent) == 4 and min(len(c.prompt_token_ids) for c in agent) > 4000  # the real one (Continue's ~5.5k)
     fidelity = [(c.fidelity.value if c.fidelity else None, c.fidelity_reason) for c in agent]
     assert [f for f, _ in fidelity[1:]] == ["extended"] * 3, fidelity

@@ -1,8 +1,9 @@
 """Each example's CLI, outside any sandbox, with ``HTTPS_PROXY``/``HTTP_PROXY`` pointing at a listener that
 logs every connection it is asked for: with the example's offline switches the CLI completes its edit and
 asks for none (the gateway is on loopback, in ``NO_PROXY``). Without the switches the same run asks for
-api.anthropic.com, github.com/chatgpt.com, models.opencode.ai/registry.npmjs.org (docs/harnesses.md), so a
-new CLI version that phones home somewhere new fails here.
+api.anthropic.com, github.com/chatgpt.com, models.opencode.ai/registry.npmjs.org, an aliyuncs.com RUM
+endpoint (Qwen Code), otel.cline.bot/data.cline.bot, api.kilo.ai (docs/harnesses.md), so a new CLI version
+that phones home somewhere new fails here. (aider and OpenHands: in their own test modules.)
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import httpx
@@ -66,7 +66,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     # start it with VLLM_SERVER_DEV_MODE=1 for the in-place tests).
     attach = os.environ.get("HARNESSRL_TEST_VLLM_URL")
     cfg = EngineConfig(kind="vllm", model=model_dir, context_window=2048, urls=[attach] if attach else [],
-                       vllm={"python": str(_PY), "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}})
+                       vllm={"python": str(_PY), "env": {"VLLM_CPU_KVCACHE_SPACE": "1"}, "max_loras": 2})
     t0 = time.monotonic()
     engine = VllmEngine(cfg, log_dir=tmp / "logs", in_place_updates=True).start()
     print(f"\nvLLM started in {time.monotonic() - t0:.0f} s")  # noqa: T201 - the measured start time
@@ -273,6 +273,120 @@ def test_two_servers_behind_one_gateway_are_both_updated_in_place(served: Served
             gw.stop()
     finally:
         second.close()
+
+
+def test_two_lora_policies_on_one_server_each_trained_hot_loaded_and_recorded(served: Served, tmp_path: Path) -> None:
+    """Issue 36 item 3: ``[policies]`` on a real vLLM: two LoRA policies, one server (``--max-loras 2``: both
+    adapters in one batch), each trained on its own recorded calls, hot-loaded under its own name, and every
+    call recorded with its policy and that policy's version; vLLM's logprobs are the right adapter's."""
+    import threading
+
+    from harnessrl.models import load_model
+    from harnessrl.policies import RoutingConfig, ServedPolicy
+    from harnessrl.training.config import TrainingConfig
+    from harnessrl.training.samples import build_samples
+    from harnessrl.training.trainer import Trainer
+
+    names = ("planner", "solver")
+    routing = RoutingConfig(models={"plan-model": "planner", "solve-model": "solver"}, default="solver")
+    gcfg = GatewayConfig(port=0, engines=served.engine.urls, admin_token=TOKEN, engine_model=served.base,
+                         render_mode="engine", health_interval_s=1.0, routing=routing,
+                         policies={name: ServedPolicy() for name in names})
+    gw = GatewayServer(Gateway(served.store, gcfg)).start()
+    try:
+        def ask(client: OpenAI, model: str) -> None:
+            client.chat.completions.create(model=model, messages=MESSAGES, max_tokens=12, temperature=1.0, seed=3)
+
+        rid, client = _rollout(gw)
+        ask(client, "plan-model")
+        ask(client, "solve-model")
+        link = GatewayLink(gw.url, TOKEN)
+        trainers = {}
+        for i, name in enumerate(names):
+            model, tok = load_model(served.model_dir)
+            trainer = Trainer(model, TrainingConfig(lr=1e-3, trackers=[]), run_dir=tmp_path / name)
+            mine = [c for c in served.store.get_calls(rid) if c.sampling.get("policy") == name]
+            assert len(mine) == 1 and mine[0].policy_version == 0
+            samples = [replace(s, advantage=1.0) for s in build_samples(mine, "g", rollout_id=rid).samples]
+            before = {n: p.detach().clone() for n, p in trainer.model.named_parameters() if p.requires_grad}
+            metrics = trainer.step(samples)  # a real update on this policy's own call
+            assert metrics["tokens/trained"] > 0
+            assert any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters() if n in before)
+            with torch.no_grad():  # and apart from each other: one step from lora_B = 0 barely moves the logits
+                gen = torch.Generator().manual_seed(10 + i)
+                for n, p in trainer.model.named_parameters():
+                    if "lora_B" in n:
+                        p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+            trainer.publisher = VllmLoraPublisher(FolderPublisher(tmp_path / name / "policies", tokenizer=tok),
+                                                  served.engine.urls, gateway=link, policy=name)
+            assert trainer.publish() == 1
+            trainers[name] = trainer
+        loaded = {m["id"] for m in httpx.get(served.engine.urls[0] + "/models", timeout=30).json()["data"]}
+        assert {"planner-v1", "solver-v1"} <= loaded
+
+        rid2, client2 = _rollout(gw)
+        threads = [threading.Thread(target=ask, args=(client2, m)) for m in ("plan-model", "solve-model") * 2]
+        for t in threads:  # concurrently: both adapters in the server's batches
+            t.start()
+        for t in threads:
+            t.join(600)
+        calls = served.store.get_calls(rid2)
+        assert sorted(c.sampling["policy"] for c in calls) == ["planner", "planner", "solver", "solver"]
+        assert all(c.policy_version == 1 for c in calls)
+        for call in calls:  # each call was sampled by its own policy's adapter, not the other's
+            own = _max_logprob_diff(trainers[call.sampling["policy"]].model, call)
+            other = _max_logprob_diff(trainers[next(n for n in names if n != call.sampling["policy"])].model, call)
+            assert own < 0.05 < other, (call.sampling["policy"], own, other)
+    finally:
+        gw.stop()
+        for name in names:
+            httpx.post(served.engine.urls[0] + "/unload_lora_adapter", json={"lora_name": f"{name}-v1"}, timeout=60)
+
+
+def test_distillation_with_a_real_vllm_teacher(served: Served, tmp_path: Path) -> None:
+    """Issue 36 item 3: ``mode = "distill"`` with ``[distill] teacher_url`` on a real vLLM: the student
+    (SmolLM2 on the embedded engine, through the real gateway and harness) is scored token by token with
+    vLLM's prompt logprobs, which equal the same model's logprobs in this process."""
+    import json
+    import sys
+
+    from run_config import write_run_config
+
+    from harnessrl.config import load_config
+    from harnessrl.drivers.rl import run_train
+    from harnessrl.sft.distill import HttpTeacher, LocalTeacher
+    from harnessrl.training.samples import build_samples
+
+    sft = ROOT / "tests" / "e2e" / "sft"
+    cfg = write_run_config(tmp_path, {
+        "run": {"name": "distill-vllm", "dir": str(tmp_path / "run"), "mode": "distill", "steps": 1,
+                "tasks_per_step": 2, "attempts_per_task": 2, "eval_at_start": False},
+        "tasks": {"train": str(sft / "train.jsonl"), "eval": str(sft / "eval.jsonl")},
+        "engine": {"kind": "embedded", "model": served.model_dir, "context_window": 512},
+        "runner": {"command": [sys.executable, str(sft / "agent.py")], "concurrency": 4, "timeout_s": 300},
+        "rewards": {"verifier": [sys.executable, str(sft / "verify.py")]},
+        "training": {"trackers": []},
+        "distill": {"teacher_url": served.engine.urls[0], "teacher_model": served.base},
+    })
+    config = load_config(cfg)
+    run_train(config)
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    (step,) = [m for m in metrics if "samples/count" in m]
+    assert step["count/distill.tokens"] == step["tokens/trained"] > 0  # every trained token scored by vLLM
+    from harnessrl.store import open_store
+
+    store = open_store(config.store_url)
+    try:
+        run_id = json.loads((tmp_path / "run" / "run.json").read_text())["run_id"]
+        seqs = [s.token_ids for r in store.list_rollouts(run_id=run_id, step=1, limit=100)
+                for s in build_samples(store.get_calls(r.id), r.group_id).samples]
+    finally:
+        store.close()
+    assert len(seqs) == 4
+    remote = HttpTeacher(served.engine.urls[0], served.base).logprobs(seqs[:2])
+    local = LocalTeacher(served.model_dir).logprobs(seqs[:2])
+    for r, lo in zip(remote, local, strict=True):
+        assert max(abs(a - b) for a, b in zip(r, lo, strict=True)) < 0.05
 
 
 def test_full_weights_publish_restarts_the_server_on_the_saved_folder(served: Served, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the production coding CLIs that tests/e2e/clis drives through the gateway, at pinned versions,
-# into ./.clis (gitignored, ~1.2 GB), from the npm registry only. Idempotent: a second run with the same pins
+# into ./.clis (gitignored, ~2.2 GB), from the npm registry only. Idempotent: a second run with the same pins
 # only checks. Why npm and not the vendors' install scripts: those download binaries from elsewhere;
 # every CLI here ships its native binary as an optional npm platform package, so npm is enough.
 # node/npm: the machine's, or Debian's when npm is missing. Tested with node 20.20: Claude Code's package

@@ -21,4 +21,5 @@ require_cli("kilo")
 def test_kilo_edits_a_repository_and_trains(stack: Stack, tmp_path: Path) -> None:
     good, _ = edit_and_train(stack, "kilo", opencode, tmp_path, agent_calls=4)
     assert {c.api for c in good.calls} == {ApiKind.CHAT} and {c.requested_model for c in good.calls} == {"policy"}
-    assert {c.request.get("max_tokens") for c in good.calls if c.request.get("tools")} == {32000}
+    assert {c.request.get("max_tokens") for c in good.calls} == {32000}
+    assert not stack.engine.side_requests  # every call is the agent's: no title call (OpenCode makes one)

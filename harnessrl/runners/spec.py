@@ -43,7 +43,9 @@ class TaskAssets:
     is copied into that directory only after the harness has exited, and ``verifier_input`` (reference
     answers) is only ever given to the verifier. ``protected`` globs (relative to the workspace) are
     checksummed before launch and checked after exit. ``verifier`` overrides the config's verifier, and
-    ``rubric`` the judge's (``[rewards.judge]``); the harness sees neither.
+    ``rubric`` the judge's (``[rewards.judge]``); the harness sees neither. ``timeout_s`` is this task's
+    harness timeout where it asks for its own (a Harbor task's ``[agent] timeout_sec``, a record's
+    ``timeout_s``), in place of ``[runner] timeout_s``.
     """
 
     workspace: Path | None = None
@@ -52,6 +54,7 @@ class TaskAssets:
     protected: tuple[str, ...] = ()
     verifier: tuple[str, ...] | None = None
     rubric: str | None = None
+    timeout_s: float | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], base_dir: Path | str = ".") -> TaskAssets:
@@ -65,6 +68,9 @@ class TaskAssets:
         verifier = record.get("verifier")
         if isinstance(verifier, str):
             raise ValueError('task \'verifier\' must be a list of arguments, e.g. ["python", "check.py"]')
+        timeout = record.get("timeout_s")
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
+            raise ValueError(f"task 'timeout_s' must be a number of seconds > 0, not {timeout!r}")
         return cls(
             workspace=path("workspace"),
             hidden_dir=path("hidden_dir"),
@@ -72,6 +78,7 @@ class TaskAssets:
             protected=tuple(record.get("protected") or ()),
             verifier=tuple(verifier) if verifier else None,
             rubric=str(record["rubric"]) if record.get("rubric") else None,
+            timeout_s=float(timeout) if timeout is not None else None,
         )
 
 
@@ -173,7 +180,7 @@ def make_attempt_spec(
         task_id=task_id,
         task_input=dict(task_input),
         command=tuple(config.command),
-        timeout_s=config.timeout_s,
+        timeout_s=assets.timeout_s or config.timeout_s,
         env=env,
         assets=assets,
         protected=tuple(dict.fromkeys([*assets.protected, *protected])),

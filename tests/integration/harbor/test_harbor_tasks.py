@@ -135,3 +135,27 @@ def test_hanging_tests_score_0_at_the_tasks_limit_and_fail_at_scorings(
         assert outcome.failure_kind is FailureKind.INFRA and says in (outcome.reason or "")
     else:
         assert says in (outcome.verifier_output or "")
+
+
+def test_a_tasks_own_agent_timeout_stops_the_harness_there(tmp_path: Path, store: Store) -> None:
+    """``[agent] timeout_sec`` applies per task, in place of ``[runner] timeout_s`` (60 s here)."""
+    task = tmp_path / "slow-task"
+    shutil.copytree(TASKS / "write-greeting", task)
+    (task / "task.toml").write_text("[agent]\ntimeout_sec = 1.5\n")
+    config = harbor_config(tmp_path, task, ["sleep", "30"])
+    (lt,) = load_tasks(config, "r1")[TaskSplit.TRAIN]
+    assert lt.assets.timeout_s == 1.5
+    rollout = store.create_rollout(task_id=lt.task.id, input=lt.task.input, group_id="g", api_key_hash="h")
+    spec = make_attempt_spec(config.runner, rollout_id=rollout.id, task_id=lt.task.id, task_input=lt.task.input,
+                             gateway_url="http://127.0.0.1:1", api_key="k", assets=lt.assets)
+    assert spec.timeout_s == 1.5
+    runner = make_runner(config.runner, tmp_path / "attempts")
+    result = asyncio.run(runner.run(spec))
+    assert result.status == RolloutStatus.TIMED_OUT and "timeout of 1.5s" in (result.reason or "")
+    # a task without one keeps the runner's
+    (task / "task.toml").write_text("[verifier]\ntimeout_sec = 30.0\n")
+    other = harbor_config(tmp_path / "b", task, IDLE)
+    (lt,) = load_tasks(other, "r1")[TaskSplit.TRAIN]
+    assert lt.assets.timeout_s is None
+    assert make_attempt_spec(other.runner, rollout_id="r2", task_id=lt.task.id, task_input=lt.task.input,
+                             gateway_url="http://127.0.0.1:1", api_key="k", assets=lt.assets).timeout_s == 60

@@ -29,6 +29,13 @@ def test_task_assets_from_a_jsonl_record(tmp_path: Path) -> None:
         TaskAssets.from_record({"verifier": "python check.py"})
 
 
+@pytest.mark.parametrize("bad", [0, -3, "60", True])
+def test_a_records_own_timeout_must_be_positive_seconds(bad: object) -> None:
+    assert TaskAssets.from_record({"timeout_s": 90}).timeout_s == 90.0
+    with pytest.raises(ValueError, match="timeout_s"):
+        TaskAssets.from_record({"timeout_s": bad})
+
+
 def test_spec_takes_command_timeout_and_merges_protected_globs() -> None:
     config = RunnerConfig(command=["my-agent", "--fast"], timeout_s=12)
     spec = make_attempt_spec(

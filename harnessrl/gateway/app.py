@@ -354,6 +354,7 @@ class _Host:
         self.limits: GatewayLimits = gw.config.limits
         self.engines: list[str] = gw.config.engines
         self.registry: RolloutRegistry = gw.registry
+        self.images: bool = gw.config.images == "pass"
 
     def policy_version(self) -> int:
         return self._gw.gate.policy_version

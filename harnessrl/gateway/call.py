@@ -129,8 +129,9 @@ class CallHandler:
         log_refused(request, state.id, exc)
         if state.record:
             route = f"{request.method} {request.url.path}"
+            path_model = request.path_params.get("model") if api == ApiKind.GEMINI else None
             call = refused_call(state.id, api, body, exc, self.s.gate.policy_version, time.perf_counter() - t0,
-                                route)
+                                route, model=path_model)
             with contextlib.suppress(RolloutClosed, StoreUnavailable, RecorderClosed):
                 await self.s.recorder.record(call)  # the harness hears its own error, not the store's
 

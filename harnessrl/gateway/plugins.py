@@ -43,6 +43,8 @@ class PluginHost(Protocol):
     #: The engines' base URLs (a plug-in that loads weights into them, such as the canary).
     engines: list[str]
     registry: RolloutRegistry
+    #: ``[gateway] images = "pass"``: a user turn's images reach the engine (else they are refused).
+    images: bool
 
     def policy_version(self) -> int:
         """The policy version the pause gate stamps on calls now."""

@@ -107,14 +107,15 @@ def log_failed(rollout_id: str, method: str, path: str, exc: GatewayError, what:
 
 
 def refused_call(rollout_id: str, api: ApiKind, body: Any, exc: GatewayError, version: int,
-                 latency_s: float, route: str) -> NewCall:
+                 latency_s: float, route: str, model: str | None = None) -> NewCall:
     """The record of a call refused before the engine was asked: the request as sent (a body that is not a
-    JSON object is kept under ``"body"``; an unreadable one is not kept), the error answered, nothing sampled."""
+    JSON object is kept under ``"body"``; an unreadable one is not kept), the error answered, nothing sampled.
+    ``model``: the model asked for where the body does not name it (Gemini's is in the path)."""
     if isinstance(body, dict):
         request = body
     else:
         request = {} if body is None else {"body": body}
-    model = request.get("model")
+    model = model or request.get("model")
     return NewCall(rollout_id=rollout_id, api=api, status=CallStatus.REFUSED, request=request,
                    response=exc.body(), prompt_token_ids=[], choices=[], policy_version=version,
                    requested_model=model if isinstance(model, str) else None, sampling={"route": route},

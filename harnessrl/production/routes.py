@@ -158,7 +158,7 @@ class ProductionApi:
             await self._authorize(request)
             body = await read_json(request, self.host.limits.max_body_bytes)
             state = RolloutState(id="count-tokens", key_hash=NO_ROLLOUT_KEY, record=False)
-            t = gemini.count_request(body, request.path_params["model"]) if google else \
+            t = gemini.count_request(body, request.path_params["model"], self.host.images) if google else \
                 self.host.translate(state, api, body, request)
         except GatewayError as exc:
             return error_response(exc, api)

@@ -91,6 +91,7 @@ def test_bad_bodies_are_400_in_googles_shape_and_recorded_as_refused(gw, data, n
     assert err["details"][0]["reason"] == code
     (call,) = gw.store.get_calls(r.id)
     assert call.api == ApiKind.GEMINI and call.status == CallStatus.REFUSED and call.error.startswith("400")
+    assert call.requested_model == "gemini-2.5-flash"  # the path's, as on served calls
 
 
 def test_models_list_lookup_and_count_tokens(gw):

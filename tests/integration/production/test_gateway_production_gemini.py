@@ -43,3 +43,27 @@ def test_gemini_calls_carry_their_session(production) -> None:  # noqa: ANN001
     with pytest.raises(errors.ClientError) as err:
         wrong.models.generate_content(model="g", contents="hi")
     assert err.value.status in ("UNAUTHENTICATED", "PERMISSION_DENIED")
+
+
+
+@pytest.mark.parametrize("images", ["refuse", "pass"])
+def test_count_tokens_follows_the_images_rule_like_a_call(make_production, images: str) -> None:  # noqa: ANN001
+    """countTokens with an image does what a generateContent call does under ``[gateway] images``: refused in
+    Google's shape with the same message (a text-only model), or counted with the image (a model that reads
+    them): never the one counted and the other refused."""
+    production = make_production(images=images)
+    production.deployment("support")
+    key = production.key("support")
+    client = _client(key.anthropic_base_url, key.key)
+    image = types.Part.from_bytes(data=b"\x89PNG\r\n\x1a\n" + b"\0" * 16, mime_type="image/png")
+    contents = [types.Content(role="user", parts=[types.Part.from_text(text="what is this?"), image])]
+    if images == "pass":
+        assert (client.models.count_tokens(model="g", contents=contents).total_tokens or 0) > 0
+        return
+    refused = []
+    for ask in (client.models.count_tokens, client.models.generate_content):
+        with pytest.raises(errors.ClientError) as err:
+            ask(model="g", contents=contents)
+        assert err.value.code == 400
+        refused.append(err.value.message)
+    assert refused[0] == refused[1] and "image" in (refused[0] or "")

@@ -221,6 +221,28 @@ class HarnessConfig(ConfigSection):
         return self
 
     @model_validator(mode="after")
+    def _on_update_fits_the_engine(self) -> HarnessConfig:
+        """``[engine] on_update`` other than 'drain' is a property of one engine: refused where it would be
+        ignored; 'keep' serves two adapters at once, so a launched vLLM keeps two per trained policy."""
+        how = self.engine.on_update
+        if how == "continue" and self.engine.kind != "embedded":
+            raise ValueError('[engine] on_update = "continue" needs the embedded engine (it recomputes the KV of '
+                             'generations in flight); with vLLM and LoRA use "keep", else "drain"')
+        if how == "keep":
+            if self.engine.kind != "vllm" or self.training.lora is None:
+                raise ValueError('[engine] on_update = "keep" needs vLLM and LoRA training (the old adapter '
+                                 'keeps serving the calls in flight while the new one takes new calls); with '
+                                 'the embedded engine use "continue"')
+            vllm = self.engine.vllm
+            trained = max(1, sum(not p.frozen for p in self.policies.values()))
+            if "max_loras" not in vllm.model_fields_set:
+                vllm.max_loras = max(vllm.max_loras, 2 * trained)
+            elif vllm.max_loras < 2 * trained:
+                raise ValueError(f'[engine] on_update = "keep" serves two adapters per trained policy at an '
+                                 f'update: [engine.vllm] max_loras = {vllm.max_loras} is below {2 * trained}')
+        return self
+
+    @model_validator(mode="after")
     def _policies_routed(self) -> HarnessConfig:
         """Routes must name defined policies, and a run with policies must train at least one."""
         if not self.policies:

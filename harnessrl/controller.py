@@ -493,14 +493,14 @@ class Controller:
         """Serve the trainer's weights as the next policy version, then checkpoint ``step`` and record both.
 
         Harness calls arriving during the swap wait in the gateway (no 429 to survive), in-flight ones
-        finish on the old weights; every call after resume is stamped with the new version. With the
-        embedded engine's ``on_update = "continue"`` nothing waits for the calls in flight: the engine swaps
-        between two decode steps and reports each token's version itself.
+        finish on the old weights; every call after resume is stamped with the new version. With
+        ``[engine] on_update = "continue"`` (embedded) or ``"keep"`` (vLLM LoRA) nothing waits for the calls
+        in flight: the embedded engine swaps between two decode steps and reports each token's version; on
+        vLLM they finish on the old adapter while new calls go to the new one.
         """
         assert self.admin is not None
         trainer = self.stack.trainer
-        engine = self.config.engine
-        drain = not (engine.kind == "embedded" and engine.on_update == "continue")
+        drain = self.config.engine.on_update == "drain"
         if drain:
             await self.admin.pause()
         try:

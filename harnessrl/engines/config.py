@@ -52,12 +52,14 @@ class EngineConfig(ConfigSection):
         None,
         description="Max prompt+completion tokens; default: the model's max_position_embeddings (capped at 8192).",
     )
-    on_update: Literal["drain", "continue"] = Field(
-        "drain", description="What a full-weight update does to generations in flight (embedded engine). "
-        "'drain': it waits until they finish on the old weights. 'continue': it happens between two decode "
-        "steps; they continue on the new weights from the tokens already sampled (their KV computed again), "
-        "each token recorded with the version that sampled it (a call that spans the update says so in "
-        "sampling.token_versions; the trainer's importance weights already use each token's logprob).")
+    on_update: Literal["drain", "continue", "keep"] = Field(
+        "drain", description="What a weight update does to generations in flight. 'drain' (default, every "
+        "engine): the update waits until they finish on the old weights. 'continue' (embedded engine): it "
+        "happens between two decode steps; they continue on the new weights from the tokens already sampled "
+        "(their KV computed again), each token recorded with the version that sampled it "
+        "(sampling.token_versions). 'keep' (vLLM with LoRA): nothing waits; they finish on the old adapter "
+        "while new calls go to the new one (two versions served briefly, max_loras >= 2), and the old adapter "
+        "is unloaded once its last call is done.")
     default_max_tokens: int | None = Field(
         None, ge=1, description="Completion budget when a request sets no max_tokens (clipped to the window); "
         "default: the room the window leaves, as vLLM gives it."

@@ -25,6 +25,7 @@ version.
 from __future__ import annotations
 
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,13 @@ class GatewayLink:
             raise VllmError(f"the gateway refused the switch to {engine_model!r} v{version}: "
                             f"HTTP {r.status_code} {r.text[:500]}")
 
+    def in_flight_models(self) -> dict[str, int]:
+        """Calls in flight per upstream model name (adapters still serving calls)."""
+        r = httpx.get(f"{self.url}/admin/status", timeout=self.timeout_s,
+                      headers={"Authorization": f"Bearer {self.admin_token}"})
+        r.raise_for_status()
+        return dict(r.json().get("in_flight_models") or {})
+
 
 class _GatewayAware:
     gateway: GatewayLink | None = None
@@ -82,10 +90,20 @@ class VllmLoraPublisher(_GatewayAware):
 
     ``policy`` (several policies): the adapter is ``<policy>-v<version>`` and the gateway switches only that
     policy's calls to it, so each policy's adapter is loaded, served and replaced on its own.
+
+    ``keep_old`` (``[engine] on_update = "keep"``; the gateway is not paused): the previous adapter keeps
+    serving the calls that were sent to it and is unloaded once the gateway reports none in flight (checked
+    at each publish and by a background thread, every ``retire_poll_s``).
     """
 
     def __init__(self, folder: FolderPublisher, urls: list[str], *, name_prefix: str = "policy-v",
-                 gateway: GatewayLink | None = None, timeout_s: float = 300.0, policy: str | None = None) -> None:
+                 gateway: GatewayLink | None = None, timeout_s: float = 300.0, policy: str | None = None,
+                 keep_old: bool = False, retire_poll_s: float = 0.25) -> None:
+        self.keep_old = keep_old
+        self.retire_poll_s = retire_poll_s
+        self.retiring: list[str] = []  # adapters replaced but maybe still serving calls (keep_old)
+        self._retire_lock = threading.Lock()
+        self._retirer: threading.Thread | None = None
         self.policy = policy
         if policy is not None and name_prefix == "policy-v":
             name_prefix = f"{policy}-v"
@@ -108,10 +126,47 @@ class VllmLoraPublisher(_GatewayAware):
             self._switch(version, name)
             old, self.current = self.current, name
             if old is not None and old != name:
-                for url in self.urls:
-                    self._unload(client, url, old)
+                if self.keep_old and self.gateway is not None:
+                    with self._retire_lock:
+                        self.retiring.append(old)
+                    self.retire()
+                else:
+                    for url in self.urls:
+                        self._unload(client, url, old)
         log.info("policy v%d served as LoRA %s on %d engine(s)", version, name, len(self.urls))
         return path
+
+    def retire(self) -> list[str]:
+        """Unload the replaced adapters no call is using any more; the rest are retried in the background.
+        Returns the adapters still kept."""
+        assert self.gateway is not None
+        with self._retire_lock:
+            if not self.retiring:
+                return []
+            try:
+                busy = self.gateway.in_flight_models()
+            except httpx.HTTPError as exc:
+                log.warning("could not ask the gateway which adapters are in use (%s); retrying", exc)
+                busy = {name: 1 for name in self.retiring}
+            done = [name for name in self.retiring if not busy.get(name)]
+            if done:
+                with httpx.Client(timeout=self.timeout_s) as client:
+                    for name in done:
+                        for url in self.urls:
+                            self._unload(client, url, name)
+            self.retiring = [name for name in self.retiring if name not in done]
+            if self.retiring and (self._retirer is None or not self._retirer.is_alive()):
+                self._retirer = threading.Thread(target=self._retire_loop, name="lora-retire", daemon=True)
+                self._retirer.start()
+            return list(self.retiring)
+
+    def _retire_loop(self) -> None:
+        stop = threading.Event()
+        while self.retiring and not stop.wait(self.retire_poll_s):
+            try:
+                self.retire()
+            except Exception:  # noqa: BLE001 - keep trying; a failed unload is logged by _unload
+                log.exception("retiring replaced LoRA adapters failed")
 
     def _load(self, client: httpx.Client, url: str, name: str, path: str) -> None:
         body = {"lora_name": name, "lora_path": path}

@@ -297,14 +297,17 @@ class ModelCall:
             except GatewayError as exc:
                 return await self._fail(exc, status=CallStatus.REFUSED)
         state.calls += 1  # reserved now so that concurrent calls cannot overrun the budget
-        if self.p.policy is not None:
-            plan = self._route(plan)
-        if state.engine_model is not None:  # a production session on an arm with its own model
-            plan = _pin_model(plan, state.engine_model)
         try:
             self.version = await s.gate.enter()
+            # The model and the version are read together, after the gate: a call that waited through an
+            # update goes to the model that update switched to, as its stamp says (no await in between).
+            if s.config.engine_model is not None:
+                plan.upstream["model"] = s.config.engine_model
             if self.p.policy is not None:
+                plan = self._route(plan)
                 self.version = s.router.versions[self.p.policy]
+            if state.engine_model is not None:  # a production session on an arm with its own model
+                plan = _pin_model(plan, state.engine_model)
             if state.version is not None:
                 self.version = state.version
         except BaseException as exc:  # paused too long, or the client left while waiting: no call made
@@ -391,6 +394,10 @@ class ModelCall:
             except GatewayError as exc:
                 return await self._fail(exc)
             self.engine = engine
+            model = plan.upstream.get("model")
+            counts = self.s.pool.in_flight_models
+            if isinstance(model, str):
+                counts[model] = counts.get(model, 0) + 1
             try:
                 if not plan.stream:
                     return await self._complete(resp)
@@ -407,6 +414,11 @@ class ModelCall:
             finally:
                 resp.release()
                 engine.outstanding -= 1
+                if isinstance(model, str):
+                    if counts[model] <= 1:
+                        del counts[model]
+                    else:
+                        counts[model] -= 1
 
     # -- a complete answer ----------------------------------------------------------------------------
     async def _complete(self, resp: UpstreamResponse) -> None:

@@ -74,6 +74,9 @@ class EnginePool:
         self._timeout = timeout_s
         self._dead_after = dead_after_s
         self._affinity: dict[str, Engine] = {}
+        #: Calls in flight per upstream model name: a publisher that keeps serving an old adapter during an
+        #: update (``[engine] on_update = "keep"``) unloads it when its count is back to 0.
+        self.in_flight_models: dict[str, int] = {}
         self._client: UpstreamClient | None = None
         self._health_task: asyncio.Task | None = None
 

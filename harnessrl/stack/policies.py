@@ -81,7 +81,8 @@ def make_policy_trainers(config: HarnessConfig, store: Store, run_id: str | None
         if vllm is not None:
             from harnessrl.engines.vllm_publish import VllmLoraPublisher
 
-            publisher: Any = VllmLoraPublisher(folder, vllm.urls, policy=name)
+            publisher: Any = VllmLoraPublisher(folder, vllm.urls, policy=name,
+                                               keep_old=config.engine.on_update == "keep")
         else:
             publisher = AdapterPublisher(engine, name)
         trainers[name] = Trainer(model, cfg, run_dir=None, publisher=publisher, store=None, run_id=run_id,

@@ -46,7 +46,8 @@ def make_publisher(config: HarnessConfig, folder: FolderPublisher, engine: VllmE
         if not config.engine.vllm.enable_lora:
             raise ValueError("training.lora is set but engine.vllm.enable_lora = false: vLLM could not load "
                              "the adapters; enable it (or train full weights)")
-        return VllmLoraPublisher(folder, engine.urls, name_prefix=config.engine.vllm.lora_name_prefix)
+        return VllmLoraPublisher(folder, engine.urls, name_prefix=config.engine.vllm.lora_name_prefix,
+                                 keep_old=config.engine.on_update == "keep")
     if config.engine.vllm.full_weights == "in_place":
         return VllmInPlacePublisher(folder, engine.urls)
     return VllmReloadPublisher(folder, engine)

@@ -222,3 +222,50 @@ def test_in_place_publisher_failure_names_the_folder_and_leaves_the_gateway_alon
     with pytest.raises(VllmError, match="reload_weights from .*missing"):
         publisher.publish(tiny_model()[0], 1)
     assert gateway.gateway.gate.policy_version == 0
+
+
+def test_keep_old_serves_calls_in_flight_on_the_old_adapter_and_unloads_it_after(
+        tmp_path: Path, store: Store, fakes: list, gateway: GatewayServer) -> None:
+    """``[engine] on_update = "keep"``: the publish does not wait for a long call; that call finishes on the
+    adapter it was sent to (recorded with that version), new calls go to the new adapter, and the old one is
+    unloaded once no call uses it."""
+    import threading
+    import time
+
+    apps: list[FakeVllm] = [app for _, app in fakes]
+    publisher = VllmLoraPublisher(FolderPublisher(tmp_path / "p"), [s.url for s, _ in fakes],
+                                  gateway=GatewayLink(gateway.url, TOKEN), keep_old=True, retire_poll_s=0.05)
+    model = _lora_model()
+    publisher.publish(model, 1)
+    admin = httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {TOKEN}"})
+    r = admin.post("/admin/rollouts", json={"task_id": "t", "group_id": "g"}).json()
+    slow = OpenAI(base_url=r["base_url"], api_key=r["api_key"], max_retries=0)
+    for app in apps:
+        app.engine.token_delay_s = 0.05  # 40 tokens: ~2 s
+    done: list[str] = []
+    t = threading.Thread(target=lambda: done.append("".join(
+        c.choices[0].delta.content or "" for c in slow.chat.completions.create(
+            model="policy", messages=[{"role": "user", "content": "long"}], max_tokens=40, stream=True)
+        if c.choices)))
+    t.start()
+    while not gateway.gateway.pool.in_flight_models.get("policy-v1"):
+        time.sleep(0.01)
+    t0 = time.monotonic()
+    publisher.publish(model, 2)
+    assert time.monotonic() - t0 < 1.5 and t.is_alive(), "the publish waited for the call in flight"
+    assert publisher.retiring == ["policy-v1"]
+    assert all(set(app.adapters) == {"policy-v1", "policy-v2"} for app in apps)  # two versions served
+    for app in apps:
+        app.engine.token_delay_s = 0.0
+    rid, client = _chat(gateway)  # a new call goes to the new adapter at once
+    t.join(30)
+    assert done and done[0]
+    deadline = time.monotonic() + 10
+    while publisher.retiring and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert publisher.retiring == [] and all(set(app.adapters) == {"policy-v2"} for app in apps)
+    (long_call,) = store.get_calls(r["rollout_id"])
+    assert long_call.policy_version == 1 and long_call.completion_token_ids and long_call.error is None
+    assert [c.policy_version for c in store.get_calls(rid)] == [2]
+    sent = [b["model"] for app in apps for b in app.engine.requests]
+    assert sorted(sent) == ["policy-v1", "policy-v2"]

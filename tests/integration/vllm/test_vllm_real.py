@@ -389,6 +389,84 @@ def test_distillation_with_a_real_vllm_teacher(served: Served, tmp_path: Path) -
         assert max(abs(a - b) for a, b in zip(r, lo, strict=True)) < 0.05
 
 
+def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_does_not_wait(
+        served: Served, tmp_path: Path) -> None:
+    """Issue 36 item 2 on vLLM (``[engine] on_update = "keep"``): a streamed generation in flight at a LoRA
+    update is not waited for; it finishes on the adapter it started on, recorded token for token with that
+    version (its logprobs are that adapter's), calls made meanwhile go to the new adapter, and the old one
+    is unloaded once the generation is done."""
+    import threading
+
+    from harnessrl.models import load_model
+    from harnessrl.training.config import TrainingConfig
+    from harnessrl.training.trainer import Trainer
+
+    gcfg = GatewayConfig(port=0, engines=served.engine.urls, admin_token=TOKEN, engine_model=served.base,
+                         render_mode="engine", health_interval_s=1.0)
+    gw = GatewayServer(Gateway(served.store, gcfg)).start()
+    model, tok = load_model(served.model_dir)
+    trainer = Trainer(model, TrainingConfig(trackers=[]), run_dir=tmp_path)
+    publisher = VllmLoraPublisher(FolderPublisher(tmp_path / "policies", tokenizer=tok), served.engine.urls,
+                                  gateway=GatewayLink(gw.url, TOKEN), keep_old=True, retire_poll_s=0.1)
+    trainer.publisher = publisher
+
+    def perturb(seed: int) -> dict[str, torch.Tensor]:
+        with torch.no_grad():
+            gen = torch.Generator().manual_seed(seed)
+            for n, p in trainer.model.named_parameters():
+                if "lora_B" in n:
+                    p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
+        return {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_B" in n}
+
+    try:
+        v1 = perturb(20)
+        assert trainer.publish() == 1
+        rid, client = _rollout(gw)
+        text: list[str] = []
+        long = threading.Thread(target=lambda: text.append("".join(
+            c.choices[0].delta.content or "" for c in client.chat.completions.create(
+                model="policy", messages=MESSAGES, max_tokens=160, temperature=1.0, seed=5, stream=True,
+                extra_body={"ignore_eos": True}) if c.choices)))
+        long.start()
+        deadline = time.monotonic() + 120
+        while not gw.gateway.pool.in_flight_models.get("policy-v1") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.5)  # mid-generation
+        perturb(21)
+        t0 = time.monotonic()
+        assert trainer.publish() == 2
+        waited = time.monotonic() - t0
+        assert long.is_alive(), "the update waited for the generation in flight"
+        assert publisher.retiring == ["policy-v1"]
+        rid2, client2 = _rollout(gw)
+        _greedy(client2)  # meanwhile, on the new adapter
+        long.join(600)
+        assert text and text[0]
+        (call,) = served.store.get_calls(rid)
+        assert call.policy_version == 1 and len(call.completion_token_ids) == 160
+        assert "token_versions" not in call.sampling  # every token of version 1
+        (new,) = served.store.get_calls(rid2)
+        assert new.policy_version == 2
+        deadline = time.monotonic() + 30
+        while publisher.retiring and time.monotonic() < deadline:
+            time.sleep(0.1)
+        loaded = {m["id"] for m in httpx.get(served.engine.urls[0] + "/models", timeout=30).json()["data"]}
+        assert publisher.retiring == [] and "policy-v1" not in loaded and "policy-v2" in loaded
+        diff_new = _max_logprob_diff(trainer.model, call)
+        with torch.no_grad():  # back to version 1's adapter: the generation's logprobs are its
+            for n, p in trainer.model.named_parameters():
+                if n in v1:
+                    p.copy_(v1[n])
+        diff_v1 = _max_logprob_diff(trainer.model, call)
+        print(f"\nLoRA update with a generation in flight: publish took {waited:.2f} s; the generation's "  # noqa: T201
+              f"max |logprob diff| to v1 {diff_v1:.4f}, to v2 {diff_new:.4f}")
+        assert diff_v1 < 0.05 < diff_new
+    finally:
+        gw.stop()
+        for name in ("policy-v1", "policy-v2"):
+            httpx.post(served.engine.urls[0] + "/unload_lora_adapter", json={"lora_name": name}, timeout=60)
+
+
 def test_full_weights_publish_restarts_the_server_on_the_saved_folder(served: Served, tmp_path: Path) -> None:
     """Last in the module: it leaves the server on the perturbed weights."""
     if not served.engine.launched:

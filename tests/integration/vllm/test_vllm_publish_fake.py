@@ -269,3 +269,30 @@ def test_keep_old_serves_calls_in_flight_on_the_old_adapter_and_unloads_it_after
     assert [c.policy_version for c in store.get_calls(rid)] == [2]
     sent = [b["model"] for app in apps for b in app.engine.requests]
     assert sorted(sent) == ["policy-v1", "policy-v2"]
+
+
+def test_a_call_that_waited_through_an_update_goes_to_the_model_its_version_names(
+        tmp_path: Path, store: Store, fakes: list, gateway: GatewayServer) -> None:
+    """A call arriving during the drain waits at the gate; after the switch it is stamped with the new version
+    and must be sent to the new adapter, not to the model that was current when it arrived."""
+    import threading
+    import time
+
+    apps: list[FakeVllm] = [app for _, app in fakes]
+    publisher = VllmLoraPublisher(FolderPublisher(tmp_path / "p"), [s.url for s, _ in fakes],
+                                  gateway=GatewayLink(gateway.url, TOKEN))
+    admin = httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {TOKEN}"})
+    r = admin.post("/admin/rollouts", json={"task_id": "t", "group_id": "g"}).json()
+    client = OpenAI(base_url=r["base_url"], api_key=r["api_key"], max_retries=0)
+    assert admin.post("/admin/pause").json()["drained"]
+    waiter = threading.Thread(target=client.chat.completions.create, kwargs={
+        "model": "policy", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    waiter.start()
+    while not gateway.gateway.gate.waiting:
+        time.sleep(0.01)
+    publisher.publish(_lora_model(), 1)
+    admin.post("/admin/resume")
+    waiter.join(30)
+    (call,) = store.get_calls(r["rollout_id"])
+    assert call.policy_version == 1 and call.error is None
+    assert [b["model"] for app in apps for b in app.engine.requests] == ["policy-v1"]

@@ -72,7 +72,9 @@ class Arm:
 
 
 def run(cmd: list[str], log: Path, arm: Arm) -> str:
-    """One harnessrl command; its CPU (children's rusage), wall time and peak RSS are added to ``arm``."""
+    """One harnessrl command; its CPU (children's rusage), wall time and peak RSS are added to ``arm``.
+    Returns what this command printed (the log holds every command of the seed)."""
+    start = log.stat().st_size if log.exists() else 0
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     with log.open("a") as f:
@@ -91,7 +93,9 @@ def run(cmd: list[str], log: Path, arm: Arm) -> str:
     arm.peak_gb = max(arm.peak_gb, peak / 2**30)
     if child.returncode != 0:
         raise RuntimeError(f"{cmd[3]} exited {child.returncode}: see {log}")
-    return log.read_text()
+    with log.open() as f:
+        f.seek(start)
+        return f.read()
 
 
 FINAL_ONLY = re.compile(r"held-out reward: ([0-9.]+) \(\d+ tasks; no baseline")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -161,8 +162,8 @@ class VllmLoraPublisher(_GatewayAware):
             return list(self.retiring)
 
     def _retire_loop(self) -> None:
-        stop = threading.Event()
-        while self.retiring and not stop.wait(self.retire_poll_s):
+        while self.retiring:
+            time.sleep(self.retire_poll_s)
             try:
                 self.retire()
             except Exception:  # noqa: BLE001 - keep trying; a failed unload is logged by _unload

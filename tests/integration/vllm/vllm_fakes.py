@@ -24,6 +24,16 @@ from fakes.fake_engine import EngineServer, FakeEngine  # noqa: E402
 _DEV_ROUTES = ("/is_paused", "/collective_rpc", "/reset_prefix_cache")
 
 
+async def _read_body(receive: Any) -> bytes:
+    """The whole request body of an ASGI request."""
+    body = b""
+    while True:
+        msg = await receive()
+        body += msg.get("body", b"")
+        if not msg.get("more_body"):
+            return body
+
+
 class FakeVllm:
     """ASGI app: LoRA admin endpoints here, everything else to the wrapped ``FakeEngine``."""
 
@@ -39,12 +49,7 @@ class FakeVllm:
         if scope["type"] == "http" and self.dev_mode and scope["path"] in _DEV_ROUTES:
             return await self._dev(scope, receive, send)
         if scope["type"] == "http" and scope["path"] in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
-            body = b""
-            while True:
-                msg = await receive()
-                body += msg.get("body", b"")
-                if not msg.get("more_body"):
-                    break
+            body = await _read_body(receive)
             data = orjson.loads(body)
             self.lora_calls.append((scope["path"].rsplit("/", 1)[-1], data))
             status, text = self._lora(scope["path"], data)
@@ -57,12 +62,7 @@ class FakeVllm:
         await self.engine(scope, receive, send)
 
     async def _dev(self, scope: dict, receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            msg = await receive()
-            body += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+        body = await _read_body(receive)
         data = orjson.loads(body) if body else {}
         route = scope["path"].lstrip("/")
         self.dev_calls.append((route, data))
@@ -93,12 +93,7 @@ class FakeVllm:
         return 200, f"Success: LoRA adapter '{name}' removed successfully."
 
     async def _check_model(self, scope: dict, receive: Any, send: Any) -> None:
-        body = b""
-        while True:
-            msg = await receive()
-            body += msg.get("body", b"")
-            if not msg.get("more_body"):
-                break
+        body = await _read_body(receive)
         model = orjson.loads(body).get("model") if body else None
         if model is not None and model != self.engine.model and model not in self.adapters:
             err = orjson.dumps({"error": {"message": f"The model `{model}` does not exist.", "type":

@@ -49,10 +49,29 @@ def drive(name: str, job: Callable[[], T]) -> T:
         raise SystemExit(130) from None
 
 
+def store_url(db: str) -> str:
+    """``--db`` as a store URL: a URL is kept; a path to a database file, or to a run directory holding
+    ``store.db`` (what `harnessrl train` prints), becomes ``sqlite:///<absolute path>``."""
+    if "://" in db:
+        return db
+    path = Path(db).expanduser()
+    if path.is_dir():
+        if not (path / "store.db").is_file():
+            raise SystemExit(f"--db {db!r} is a directory without a store.db: pass the run directory a "
+                             "run wrote, a database file, or a URL (sqlite:///path.db, postgresql://...)")
+        path = path / "store.db"
+    elif not path.is_file():
+        raise SystemExit(f"--db {db!r}: no such file (pass a database file, a run directory, or a URL such "
+                         "as sqlite:///path.db or postgresql://user@host/db)")
+    return f"sqlite:///{path.resolve()}"
+
+
 def open_db(args: argparse.Namespace) -> Store:
-    """``--db``'s store; one that cannot be opened exits with the reason."""
+    """``--db``'s store (a URL, a database file or a run directory); one that cannot be opened exits with
+    the reason. ``args.db`` becomes the URL, for the commands that pass it on."""
     from harnessrl.store import open_store
 
+    args.db = store_url(args.db)
     try:
         return open_store(args.db)
     except Exception as exc:

@@ -12,7 +12,7 @@ from harnessrl.entrypoints.common import STATUSES, open_db
 
 def add_parser(sub: Any) -> None:
     e = sub.add_parser("export", help="write the samples (token ids, loss masks, logprobs, rewards) as a dataset")
-    e.add_argument("--db", required=True, help="store URL")
+    e.add_argument("--db", required=True, help="store: a URL, a database file or a run directory")
     e.add_argument("--format", choices=["parquet", "jsonl", "atif"], default="parquet",
                    help="atif: one Harbor ATIF trajectory (JSON) per rollout, written into the folder --out")
     e.add_argument("--out", required=True, help="output file (a folder for --format atif)")

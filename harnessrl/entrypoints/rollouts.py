@@ -10,7 +10,7 @@ from harnessrl.entrypoints.common import STATUSES, console, open_db
 
 def add_parser(sub: Any) -> None:
     r = sub.add_parser("rollouts", help="list rollouts as a table")
-    r.add_argument("--db", required=True, help="store URL")
+    r.add_argument("--db", required=True, help="store: a URL, a database file or a run directory")
     r.add_argument("--run", help="only this run")
     r.add_argument("--status", choices=STATUSES, help="only this status")
     r.add_argument("--step", type=int, help="only this step")

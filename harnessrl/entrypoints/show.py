@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 def add_parser(sub: Any) -> None:
     s = sub.add_parser("show", help="one rollout: rewards, calls, samples, logs; or a run: what it cost")
     s.add_argument("rollout", help="rollout id, or run id")
-    s.add_argument("--db", required=True, help="store URL")
+    s.add_argument("--db", required=True, help="store: a URL, a database file or a run directory")
     s.add_argument("--log-lines", type=int, default=40, help="how many last log lines to print")
     s.add_argument("--run-dir", action="append", type=Path, default=[],
                    help="a run directory to look in (repeatable; default: the run's configured dir, the store's folder)")

@@ -13,7 +13,7 @@ from harnessrl.entrypoints.common import open_db
 
 def add_parser(sub: Any) -> None:
     u = sub.add_parser("ui", help="serve the dashboard (runs, reward curves, rollouts, call tokens)")
-    u.add_argument("--db", required=True, help="store URL (sqlite:///path.db or postgresql://...)")
+    u.add_argument("--db", required=True, help="store: a URL (sqlite:///path.db, postgresql://...), a database file or a run directory")
     u.add_argument("--run-dir", action="append", default=[],
                    help="run directory with metrics.jsonl / events.jsonl (repeatable; found from the store if omitted)")
     u.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")

@@ -44,3 +44,19 @@ def test_show_prints_rewards_calls_samples_and_logs(store: Store, fx: Fixture, s
     assert XSS in out  # printed as plain text: rich markup in a log cannot restyle the terminal
     with pytest.raises(SystemExit, match="does not exist"):
         main(["show", "nope", "--db", store_url])
+
+
+def test_db_takes_a_database_file_or_a_run_directory(store: Store, fx: Fixture, tmp_path,
+                                                      capsys: pytest.CaptureFixture) -> None:
+    """What `harnessrl train` prints is a run directory; its store.db, or the directory itself, opens too."""
+    run_dir = tmp_path / "a-run"
+    run_dir.mkdir()
+    (run_dir / "store.db").symlink_to(tmp_path / "ui.db")
+    expected = [r.id for r in store.list_rollouts(run_id=fx.run_id, limit=3)]
+    for db in (str(tmp_path / "ui.db"), str(run_dir)):
+        assert main(["rollouts", "--db", db, "--run", fx.run_id, "--limit", "3"]) == 0
+        assert re.findall(r"│ ([0-9a-f]{32}) │", capsys.readouterr().out) == expected
+    with pytest.raises(SystemExit, match="without a store.db"):
+        main(["rollouts", "--db", str(tmp_path)])
+    with pytest.raises(SystemExit, match="no such file"):
+        main(["rollouts", "--db", str(tmp_path / "missing.db")])

@@ -76,3 +76,15 @@ def test_the_named_prefix_is_the_longest_one_kept(seqs, prompt):
     figure = int(reason.rsplit(" ", 1)[1])
     assert figure <= max(shared(q) for q in kept)
     assert figure >= shared(kept[-1])  # never worse than naming the latest
+
+
+def test_digests_compare_across_id_widths():
+    """Kept sequences are packed as int32 when their ids fit, else int64: a prompt of the other width is
+    still matched against each one's digest."""
+    history = PromptHistory()
+    for seq in ([1 << 40, 5], [1, 2, 3], [9]):
+        history.append(seq)
+    assert history.classify([1 << 40, 5, 7]) == (Fidelity.EXTENDED, None)  # int64 prompt, int64 kept
+    assert history.classify([1, 2, 3, 1 << 40]) == (Fidelity.EXTENDED, None)  # int64 prompt, int32 kept
+    assert history.classify([1, 2, 3]) == (Fidelity.EXACT, None)
+    assert history.classify([1 << 40, 6])[0] == Fidelity.RERENDERED

@@ -46,7 +46,7 @@ from harnessrl.gateway.pool import STREAM_ERRORS, Engine, EnginePool
 from harnessrl.gateway.recorder import Recorder, RecorderClosed
 from harnessrl.gateway.refusals import log_failed, log_refused, refused_call
 from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState
-from harnessrl.gateway.stream import StreamAccumulator, sse_data
+from harnessrl.gateway.stream import StreamAccumulator, sse_batches
 from harnessrl.gateway.upstream import UpstreamResponse
 from harnessrl.store.base import BudgetExceeded, NewCall, RolloutClosed
 from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens
@@ -487,35 +487,44 @@ class ModelCall:
             chat.Passthrough(p.model, self.plan.want_logprobs, self.plan.want_token_ids)
         enc = self._enc = None if passthrough is not None else self._encoder()
         parser = self.s.renderer.stream_parse(self.state.id) if rendered else None
-        opened = False
-        async for data in sse_data(resp):
-            if data == DONE:
-                break
+        opened = done = False
+        async for batch in sse_batches(resp):  # the events that arrived together go out in one write
+            out = b""
             try:
-                chunk = orjson.loads(data)
-            except orjson.JSONDecodeError as exc:
-                raise _StreamFailed(f"the engine sent malformed data: {exc}") from None
-            if not isinstance(chunk, dict) or ("error" in chunk and not chunk.get("choices")):
-                assert self.engine is not None and self.plan is not None
-                raise refused_in_band(chunk, self.engine, self.plan) \
-                    or _StreamFailed(str(chunk.get("error") if isinstance(chunk, dict) else chunk))
-            acc.add(chunk)
-            if passthrough is not None:
-                out = passthrough.chunk(chunk)
-            else:
-                out = b""
-                if not opened:
-                    opened = True
-                    out = enc.start(len(self.rendered.prompt_token_ids) if rendered else len(acc.prompt()))
-                for ch in chunk.get("choices") or ():
-                    if ch.get("index", 0) != 0:
-                        continue  # the translated APIs and the incremental parse serve one choice
-                    if parser is not None:
-                        out += enc.feed(parser.add(ch.get("token_ids") or []))
-                    else:
-                        out += enc.feed(ch.get("delta") or {})
+                for data in batch:
+                    if data == DONE:
+                        done = True
+                        break
+                    try:
+                        chunk = orjson.loads(data)
+                    except orjson.JSONDecodeError as exc:
+                        raise _StreamFailed(f"the engine sent malformed data: {exc}") from None
+                    if not isinstance(chunk, dict) or ("error" in chunk and not chunk.get("choices")):
+                        assert self.engine is not None and self.plan is not None
+                        raise refused_in_band(chunk, self.engine, self.plan) \
+                            or _StreamFailed(str(chunk.get("error") if isinstance(chunk, dict) else chunk))
+                    acc.add(chunk)
+                    if passthrough is not None:
+                        out += passthrough.chunk(chunk)
+                        continue
+                    if not opened:
+                        opened = True
+                        out += enc.start(len(self.rendered.prompt_token_ids) if rendered else len(acc.prompt()))
+                    for ch in chunk.get("choices") or ():
+                        if ch.get("index", 0) != 0:
+                            continue  # the translated APIs and the incremental parse serve one choice
+                        if parser is not None:
+                            out += enc.feed(parser.add(ch.get("token_ids") or []))
+                        else:
+                            out += enc.feed(ch.get("delta") or {})
+            except Exception:
+                if out:  # what came before the bad event reaches the harness, as it would have one by one
+                    await self._emit(out)
+                raise
             if out:
                 await self._emit(out)
+            if done:
+                break
         else:
             raise _StreamFailed("the engine closed the stream before [DONE]")
         prompt, choices = acc.prompt(), acc.choices()

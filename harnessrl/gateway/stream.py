@@ -14,21 +14,23 @@ from harnessrl.gateway.upstream import UpstreamResponse
 from harnessrl.types import ApiKind, ChoiceTokens
 
 
-async def sse_data(resp: UpstreamResponse) -> AsyncIterator[bytes]:
-    """The ``data:`` payloads of an SSE stream (multi-line data joined; comments and other fields skipped)."""
+async def sse_batches(resp: UpstreamResponse) -> AsyncIterator[list[bytes]]:
+    """The ``data:`` payloads of an SSE stream (multi-line data joined; comments and other fields skipped),
+    in batches: the events that arrived together, so that they reach the harness in one write."""
     buf = b""
     async for chunk in resp.iter_chunks():
         buf += chunk
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
-        while True:
-            end = buf.find(b"\n\n")
-            if end < 0:
-                break
-            event, buf = buf[:end], buf[end + 2:]
+        batch, pos = [], 0
+        while (end := buf.find(b"\n\n", pos)) >= 0:
+            event, pos = buf[pos:end], end + 2
             data = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:")]
             if data:
-                yield data[0] if len(data) == 1 else b"\n".join(data)
+                batch.append(data[0] if len(data) == 1 else b"\n".join(data))
+        buf = buf[pos:]
+        if batch:
+            yield batch
 
 
 def merge_runs(runs: list[list[int]], more: Any) -> None:

@@ -153,9 +153,16 @@ class UpstreamResponse:
             self._wakeup.set_result(None)
 
     async def iter_chunks(self) -> AsyncIterator[bytes]:
+        """The body as it arrives: whatever came since the last step, in one piece."""
+        chunks = self._chunks
         while True:
-            while self._chunks:
-                yield self._chunks.popleft()
+            while chunks:
+                if len(chunks) == 1:
+                    yield chunks.popleft()
+                else:
+                    data = b"".join(chunks)
+                    chunks.clear()
+                    yield data
             if self._complete:
                 return
             if self._error is not None:

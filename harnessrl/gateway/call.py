@@ -332,25 +332,34 @@ class ModelCall:
     async def _serve_while_connected(self, plan: dialect.Plan, receive: Any) -> None:
         """Serve the call unless the harness goes away first (killed at its time limit): then the engine
         request is cancelled and the call recorded as cancelled at once -- with how long it waited -- not
-        whenever the engine would have answered (after the controller has closed the rollout)."""
-        serve = asyncio.ensure_future(self._serve(plan))
+        whenever the engine would have answered (after the controller has closed the rollout). The call is
+        served in this task; a watcher task cancels it if the harness leaves (one task, not two and a wait)."""
+        task = asyncio.current_task()
+        assert task is not None
+        serving, left = True, False
+
+        def on_gone(gone: asyncio.Future) -> None:
+            nonlocal left
+            if serving and not gone.cancelled():
+                left = True
+                task.cancel()
+
         gone = asyncio.ensure_future(_disconnected(receive))
+        gone.add_done_callback(on_gone)
         try:
-            await asyncio.wait((serve, gone), return_when=asyncio.FIRST_COMPLETED)
+            await self._serve(plan)
+        except asyncio.CancelledError:
+            if not self._recorded:
+                self._recorded = True
+                acc = self._acc
+                self.recorder.record_nowait(self._new_call(
+                    acc.prompt() if acc else [], acc.choices() if acc else [], None, self.version,
+                    CallStatus.CANCELLED, "client went away while the call was served"))
+            if not left or task.uncancel() > 0:
+                raise  # cancelled from outside, not by the harness leaving
         finally:
-            if not serve.done():
-                serve.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await serve
-                if not self._recorded:
-                    self._recorded = True
-                    acc = self._acc
-                    self.recorder.record_nowait(self._new_call(
-                        acc.prompt() if acc else [], acc.choices() if acc else [], None, self.version,
-                        CallStatus.CANCELLED, "client went away while the call was served"))
+            serving = False
             gone.cancel()
-        if not serve.cancelled():  # cancelled above: the harness went away, nobody is left to answer
-            serve.result()
 
     def _render(self) -> dialect.Plan:
         """Gateway render mode: the prompt's token ids from the renderer, sent to the engine's /completions."""
@@ -606,7 +615,7 @@ class ModelCall:
         call = self._new_call(prompt, choices, response, version)
         limits = self.s.config.limits  # checked again by a store that other gateways share
         call.max_calls, call.max_tokens = limits.max_calls_per_rollout, limits.max_tokens_per_rollout
-        self._recorded = True  # committed even if the client goes away while we wait (the recorder shields)
+        self._recorded = True  # committed even if the client goes away while we wait (it is queued already)
         try:
             index = await self.recorder.record(call)
         except RolloutClosed as exc:

@@ -63,10 +63,11 @@ class Recorder:
             if not self._pending:
                 loop.call_soon(self._flush_inline)
             self._pending.append((call, loop, fut))
-            return await asyncio.shield(fut)
-        self._queue.put((call, loop, fut))
-        # shield: a client that disconnects must not cancel the bookkeeping of its call
-        return await asyncio.shield(fut)
+        else:
+            self._queue.put((call, loop, fut))
+        # Not shielded: a waiter cancelled (its client gone) cancels only ``fut``, whose outcome is then
+        # dropped (``_resolve_all``); the call itself is committed all the same.
+        return await fut
 
     def record_nowait(self, call: NewCall) -> None:
         """Queue ``call`` without waiting (used when the client is already gone)."""

@@ -11,7 +11,7 @@ ordinary call that gets dearer shows up here, per API.
 while the plain and the streamed chat loads run, writes the folded stacks there and prints the functions
 with the most samples: by self time, and inclusive for harnessrl's own functions.
 
-    .venv/bin/python benchmarks/gateway_profile.py [--n 1500] [--profile .bench/profile]
+    .venv/bin/python benchmarks/gateway_profile.py [--n 1500] [--profile .bench/profile [--rate 1000]]
 """
 
 from __future__ import annotations
@@ -128,6 +128,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1500, help="calls per API and mode")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--profile", type=Path, default=None, help="sample the chat loads with py-spy into DIR")
+    ap.add_argument("--rate", type=int, default=500, help="py-spy samples per second (--profile)")
     ap.add_argument("--top", type=int, default=20)
     ap.add_argument("--apis", default=",".join(a[0] for a in APIS), help="comma-separated subset of the APIs")
     args = ap.parse_args()
@@ -153,7 +154,7 @@ def main() -> None:
                 if profiling:
                     args.profile.mkdir(parents=True, exist_ok=True)
                     out = args.profile / f"chat{'-stream' if stream else ''}.folded"
-                    sampler = subprocess.Popen([spy, "record", "--pid", str(target.pid), "--rate", "500",
+                    sampler = subprocess.Popen([spy, "record", "--pid", str(target.pid), "--rate", str(args.rate),
                                                 "--format", "raw", "--output", str(out), "--nonblocking", *SPY_FLAGS],
                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                     time.sleep(1.0)

@@ -164,15 +164,15 @@ def start_agl(engine: str, workers: int) -> tuple[subprocess.Popen, Target] | No
 # -- load -------------------------------------------------------------------------------------------------
 async def run_load(target: Target, concurrency: int, total: int) -> tuple[list[float], float]:
     payload = orjson.dumps(BODY)
+    urls = [(url, {**headers, "Content-Type": "application/json"}) for url, headers in target.urls]
     latencies: list[float] = []
     counter = iter(range(total))
     conn = aiohttp.TCPConnector(limit=0, force_close=False)
     async with aiohttp.ClientSession(connector=conn, skip_auto_headers=("User-Agent",)) as http:
 
-        async def worker(k: int) -> None:
-            url, headers = target.urls[k % len(target.urls)]
-            headers = {**headers, "Content-Type": "application/json"}
-            for _ in counter:
+        async def worker() -> None:
+            for j in counter:  # call j goes to rollout j mod len(urls): no rollout exceeds its call budget
+                url, headers = urls[j % len(urls)]
                 t0 = time.perf_counter()
                 async with http.post(url, data=payload, headers=headers) as resp:
                     data = await resp.read()
@@ -181,7 +181,7 @@ async def run_load(target: Target, concurrency: int, total: int) -> tuple[list[f
                 latencies.append(time.perf_counter() - t0)
 
         t0 = time.perf_counter()
-        await asyncio.gather(*(worker(k) for k in range(concurrency)))
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
         return latencies, time.perf_counter() - t0
 
 

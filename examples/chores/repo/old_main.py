@@ -1,0 +1,1 @@
+"""The entry point before app.py; nothing imports it."""

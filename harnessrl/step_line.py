@@ -7,7 +7,8 @@ the line for the SFT objectives of ``rft``/``distill``, where it is not ~0).
 
 It also says when tools were offered and not one attempt of the step got a tool result back: a harness
 that stops at its own permission prompt (docs/harnesses.md, autonomy flags) earns rewards of 0 for reasons
-outside the model, and nothing else on the line would show it.
+outside the model, and nothing else on the line would show it; and when calls were left out as greedy (a
+harness that asks for temperature 0, such as aider, trains nothing unless a temperature is pinned).
 """
 
 from __future__ import annotations
@@ -73,13 +74,23 @@ def tool_phrase(use: ToolUse) -> str | None:
     return f"no tool results: tools were offered in {use.offered} of {use.attempts} attempts and none called"
 
 
+def greedy_phrase(metrics: Mapping[str, Any], config: HarnessConfig) -> str | None:
+    """What the step line says when calls were left out of training for being greedy (temperature 0)."""
+    greedy = int(summed(metrics, "count/excluded.greedy"))
+    if not greedy:
+        return None
+    fix = ("set [run] train_temperature (e.g. 1.0)" if config.run.train_temperature is None
+           else "[run] train_temperature is set: did [gateway] pinned_sampling or the engine force 0?")
+    return f"{greedy} greedy calls not trained (temperature 0: nothing to learn from; {fix})"
+
+
 def step_line(step: int, config: HarnessConfig, rep: StepReport, tools: ToolUse | None = None) -> str:
     """One step's summary: reward, rollouts, groups trained, the update, diagnostics and timings."""
     m = rep.metrics
     groups = m.get("count/dynamic.groups", 0) + m.get("count/dynamic.extra_groups", 0)
     trained = f"{m.get('count/groups.trained', 0)}/{groups}" + (
         f" (held: no {config.run.explore_until_reward:g} yet)" if m.get("count/explore.held") else "")
-    phrase = tool_phrase(tools) if tools is not None else None
+    phrases = [p for p in (tool_phrase(tools) if tools is not None else None, greedy_phrase(m, config)) if p]
     figure = update_figure(m, config.run.mode)
     # A step without an update has no clip fraction, KL or entropy: zeros there would read as measurements.
     diagnostics = "" if int(summed(m, "updates")) == 0 else (
@@ -90,7 +101,7 @@ def step_line(step: int, config: HarnessConfig, rep: StepReport, tools: ToolUse 
         + (f" replayed {m.get('count/replay.rollouts', 0)}" if config.training.replay_best else "")
         + f" | {figure}{diagnostics} | "
         + " ".join(f"{k} {v:.0f}s" for k, v in rep.seconds.items())
-        + (f" | {phrase}" if phrase else ""))
+        + "".join(f" | {p}" for p in phrases))
 
 
 # -- tool use, read from the recorded calls --------------------------------------------------------------

@@ -113,3 +113,15 @@ def test_step_tool_use_reads_the_steps_attempts_from_the_store():
         assert step_tool_use(store, run.id, 2).results == 1  # the attempt of step 2 got its tool result
     finally:
         store.close()
+
+
+def test_greedy_calls_left_out_are_named_with_the_fix():
+    config = HarnessConfig()
+    config.run.train_temperature = None  # the harness's own temperature: aider asks for 0
+    line = step_line(3, config, _report({**TRAINED, "count/excluded.greedy": 6}))
+    assert line.endswith("| 6 greedy calls not trained (temperature 0: nothing to learn from; set [run] "
+                         "train_temperature (e.g. 1.0))")
+    assert "greedy" not in step_line(3, config, _report(TRAINED))
+    # [policies]: summed over the trainers
+    both = {**TRAINED, "policy/a/count/excluded.greedy": 2, "policy/b/count/excluded.greedy": 1}
+    assert "| 3 greedy calls not trained" in step_line(3, HarnessConfig(), _report(both))

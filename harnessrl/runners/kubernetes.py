@@ -256,8 +256,9 @@ class KubernetesRunner(Runner):
         terminal = watcher.wait(name)
         waiter = asyncio.ensure_future(cancel.wait())
         limit = spec.timeout_s + self.k8s.deadline_grace_s
+        either: set[asyncio.Future[Any]] = {terminal, waiter}
         try:
-            await asyncio.wait({terminal, waiter}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(either, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
         finally:
             waiter.cancel()
         if self._detached:

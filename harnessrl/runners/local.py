@@ -15,6 +15,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from harnessrl.runners.base import OnStart, Runner, RunnerError
 from harnessrl.runners.config import RunnerConfig
@@ -135,7 +136,7 @@ class LocalRunner(Runner):
             if on_start is not None:
                 on_start(handle)
 
-        common = {"attempt_dir": attempt_dir, "workdir": workdir, "protected_sha256": protected,
+        common: dict[str, Any] = {"attempt_dir": attempt_dir, "workdir": workdir, "protected_sha256": protected,
                   "sandbox": self.sandbox}
         bridge: GatewayBridge | None = None
         try:

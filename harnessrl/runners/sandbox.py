@@ -234,18 +234,18 @@ class Sandbox:
         if home and home != "/":  # before the read-only folders: a venv may live under $HOME
             args += ["--tmpfs", home]
         bound = [Path(p) for p in SYSTEM_PATHS]
-        for p in (*self.read_only, *command_dirs(command)):
-            real = _real(p)
+        for path in (*self.read_only, *command_dirs(command)):
+            real = _real(path)
             if real.exists() and not _under(real, bound):
                 args += ["--ro-bind", str(real), str(real)]
                 bound.append(real)
-        for p in (*self.hide, *hide):  # after every read-only folder that could hold them
-            real = _real(p)
+        for path in (*self.hide, *hide):  # after every read-only folder that could hold them
+            real = _real(path)
             if not real.exists() or not _under(real, bound):
                 continue
             args += ["--tmpfs", str(real)] if real.is_dir() else ["--ro-bind", "/dev/null", str(real)]
-        for p in read_only:
-            real = _real(p)
+        for path in read_only:
+            real = _real(path)
             if real.exists():
                 args += ["--ro-bind", str(real), str(real)]
         wd = _real(workdir)

@@ -2,8 +2,8 @@
 the attempts solved, the calls mini could parse (exactly one ```bash block), and the commands written.
 
 ``python examples/chores/learned.py runs/chores`` (a run directory, its store.db, or a store URL).
-A command is shown with the task's name replaced by NAME, so ``mkdir logs`` and ``mkdir docs`` count as
-one; ``--examples N`` prints N commands per phase as written.
+A command is shown without its comment lines and with the task's name replaced by NAME, so ``mkdir logs``
+and ``mkdir docs`` count as one.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import argparse
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from harnessrl.entrypoints.common import store_url
 from harnessrl.store import Store, open_store
 
 ACTION = re.compile(r"```bash\s*\n(.*?)\n```", re.S)  # mini.yaml's action_regex
@@ -64,19 +64,13 @@ def phases(store: Store, run_id: str | None = None) -> list[Phase]:
             if len(actions) != 1:
                 continue
             phase.parsed += 1
-            command = " ".join(actions[0].split())
+            lines = [" ".join(x.split()) for x in actions[0].splitlines() if x.strip()]
+            command = "; ".join(x for x in lines if not x.startswith("#")) or "(comments only)"
             if target:
                 command = command.replace(target.group(1), "NAME")
             phase.commands[command[:60]] += 1
     return sorted(out.values(), key=lambda p: (not p.name.startswith("eval v0"), p.name.startswith("eval"),
                                                int(p.name.split()[-1].lstrip("v"))))
-
-
-def _url(db: str) -> str:
-    if "://" in db:
-        return db
-    path = Path(db)
-    return f"sqlite:///{(path / 'store.db' if path.is_dir() else path).resolve()}"
 
 
 def main() -> None:
@@ -85,7 +79,7 @@ def main() -> None:
     parser.add_argument("--run", help="run id (default: the latest run in the store)")
     parser.add_argument("--top", type=int, default=4, help="commands shown per phase")
     args = parser.parse_args()
-    store = open_store(_url(args.db))
+    store = open_store(store_url(args.db))
     try:
         for phase in phases(store, args.run):
             print(phase.line(args.top))

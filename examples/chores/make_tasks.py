@@ -7,6 +7,7 @@ the agent exits travels in ``verifier_input`` (never shown to the agent), and th
 still there (so ``rm -rf *`` scores 0). Run it again after editing the name lists; the output is committed.
 """
 
+import argparse
 import json
 import random
 from pathlib import Path
@@ -59,11 +60,14 @@ def _tasks(split: int) -> list[dict]:
 
 
 def main() -> None:
-    (HERE / "tasks").mkdir(exist_ok=True)
+    parser = argparse.ArgumentParser(description="Write the chores' train.jsonl and eval.jsonl.")
+    parser.add_argument("--out", type=Path, default=HERE / "tasks", help="folder to write them to")
+    out = parser.parse_args().out
+    out.mkdir(parents=True, exist_ok=True)
     for split, file in ((0, "train.jsonl"), (1, "eval.jsonl")):
         lines = [json.dumps(r) for r in _tasks(split)]
-        (HERE / "tasks" / file).write_text("\n".join(lines) + "\n")
-        print(f"tasks/{file}: {len(lines)} tasks")
+        (out / file).write_text("\n".join(lines) + "\n")
+        print(f"{out / file}: {len(lines)} tasks")
 
 
 if __name__ == "__main__":

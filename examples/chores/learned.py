@@ -24,6 +24,7 @@ class Phase:
     """One evaluation (``eval vN``) or one training step (``step N``)."""
 
     name: str
+    order: tuple[int, int]  # the untrained evaluation, then the steps, then later evaluations
     attempts: int = 0
     solved: int = 0
     calls: int = 0
@@ -45,13 +46,18 @@ def _content(response: dict | None) -> str:
 
 def phases(store: Store, run_id: str | None = None) -> list[Phase]:
     """Every evaluation and training step of the run (the latest run in the store if ``run_id`` is None)."""
-    rollouts = store.list_rollouts(run_id=run_id, limit=1_000_000)
-    if run_id is None and rollouts:
-        rollouts = [r for r in rollouts if r.run_id == rollouts[-1].run_id]
-    out: dict[str, Phase] = {}
-    for r in rollouts:
-        key = f"eval v{r.policy_version}" if r.step is None else f"step {r.step}"
-        phase = out.setdefault(key, Phase(key))
+    if run_id is None:
+        runs = store.list_runs()
+        if not runs:
+            return []
+        run_id = max(runs, key=lambda run: run.created_at).id
+    out: dict[tuple[int, int], Phase] = {}
+    for r in store.iter_rollouts(run_id=run_id):
+        if r.step is None:
+            order = (0 if r.policy_version == 0 else 2, r.policy_version)
+            phase = out.setdefault(order, Phase(f"eval v{r.policy_version}", order))
+        else:
+            phase = out.setdefault((1, r.step), Phase(f"step {r.step}", (1, r.step)))
         rewards = {x.name: x.value for x in store.get_rewards(r.id)}
         if "final" not in rewards:
             continue  # failed for infrastructure reasons: not an attempt of the policy
@@ -69,8 +75,7 @@ def phases(store: Store, run_id: str | None = None) -> list[Phase]:
             if target:
                 command = command.replace(target.group(1), "NAME")
             phase.commands[command[:60]] += 1
-    return sorted(out.values(), key=lambda p: (not p.name.startswith("eval v0"), p.name.startswith("eval"),
-                                               int(p.name.split()[-1].lstrip("v"))))
+    return [out[order] for order in sorted(out)]
 
 
 def main() -> None:

@@ -78,4 +78,11 @@ def test_mini_does_a_chore_with_the_examples_config(tmp_path: Path) -> None:
     traj = json.loads((workdir / ".mswea" / "traj.json").read_text())
     assert traj["info"]["exit_status"] == "LimitsExceeded"
     assert "Format error" in traj["messages"][-2]["content"]
+    # learned.py reads the same store: one held-out attempt, solved; two of three calls parsed, names as NAME
+    sys.path.insert(0, str(CHORES))
+    from learned import phases
+
+    (phase,) = phases(store)
+    assert (phase.name, phase.attempts, phase.solved, phase.calls, phase.parsed) == ("eval v0", 1, 1, 3, 2)
+    assert phase.commands == {"mkdir -r NAME": 1, "mkdir NAME": 1}
     store.close()

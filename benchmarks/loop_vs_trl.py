@@ -7,7 +7,8 @@ demo verifier's rule (1 for exactly the name, 0.25 for the name in a short answe
 SmolLM2-135M-Instruct, LoRA r16/alpha 32 on the same modules, lr 1e-3, 6 prompts x 4 samples per step at
 temperature 1.0, at most 16 new tokens, group-normalized advantages, per-sequence loss (TRL
 ``loss_type="grpo"``, harnessrl ``normalization = "rollout"``: the same for one call per rollout), no KL,
-fp32 on CPU, no gradient checkpointing, one update per step.
+fp32 on CPU (harnessrl's ``dtype = "auto"`` would train in bf16 autocast where the CPU multiplies bf16
+natively, TRL ``bf16=False``: pinned so both sides compute alike), no gradient checkpointing, one update per step.
 
 Printed per side: seconds from start (model load included) to the first step whose mean training reward
 reaches ``--threshold``, seconds per step, and the ratio harnessrl / TRL (the issue's target: <= 1.0).
@@ -131,6 +132,7 @@ estimator = "grpo"
 normalization = "rollout"
 micro_batch_tokens = 4096
 gradient_checkpointing = false
+dtype = "float32"
 [training.lora]
 r = 16
 alpha = 32

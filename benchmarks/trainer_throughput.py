@@ -78,14 +78,17 @@ def make_samples(scenario: str, n_rollouts: int, vocab: int, seed: int = 0, grou
 
 
 def harnessrl_stepper(path: str, samples: list[Sample], token_budget: int, share_prefix: bool):
+    # fp32 as TRL computes on a CPU (``auto`` would take bf16 autocast where the CPU multiplies it natively),
+    # and the loss TRL's ``dapo`` computes: the mean over every sampled token of the batch.
     cfg = TrainingConfig(lora=LoraConfig(r=16, alpha=32, target_modules=TARGETS), micro_batch_tokens=token_budget,
-                         device="cpu", lr=1e-5, entropy_metric=True, share_prefix_min=16 if share_prefix else None)
+                         device="cpu", lr=1e-5, entropy_metric=True, share_prefix_min=16 if share_prefix else None,
+                         dtype="float32", normalization="token")
     trainer = Trainer(load_model(path), cfg)
 
-    def step() -> tuple[float, float]:
+    def step() -> tuple[float, float, float]:
         t0, c0 = time.perf_counter(), time.process_time()
-        trainer.step(samples)
-        return time.perf_counter() - t0, time.process_time() - c0
+        loss = trainer.step(samples)["loss"]
+        return time.perf_counter() - t0, time.process_time() - c0, float(loss)
 
     return step
 
@@ -123,7 +126,7 @@ def _batch_for_trl(rows: list, pad: int) -> dict:
         "tool_mask": tool_mask,
         "old_per_token_logps": old,
         "advantages": torch.tensor([r[4] for r in rows], dtype=torch.float32),
-        "num_items_in_batch": torch.tensor(float(sum(sum(r[2]) for r in rows))),
+        "num_items_in_batch": torch.tensor(float(sum(sum(r[2]) for r in rows))),  # the caller's, per step
     }
 
 
@@ -139,7 +142,7 @@ def trl_stepper(path: str, samples: list[Sample], per_device: int):
             use_cpu=True,
             bf16=False,
             report_to="none",
-            loss_type="bnpo",
+            loss_type="dapo",  # normalized by the batch's sampled tokens, as harnessrl's "token"
             per_device_train_batch_size=per_device,
             num_generations=per_device,
             gradient_accumulation_steps=1,
@@ -162,17 +165,21 @@ def trl_stepper(path: str, samples: list[Sample], per_device: int):
     params = [p for p in net.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5)
     rows = trl_inputs(samples, 0)
+    sampled = float(sum(sum(r[2]) for r in rows))
 
-    def step() -> tuple[float, float]:
+    def step() -> tuple[float, float, float]:
         t0, c0 = time.perf_counter(), time.process_time()
-        chunks = [rows[i : i + per_device] for i in range(0, len(rows), per_device)]
-        for chunk in chunks:
-            loss = trainer.compute_loss(net, _batch_for_trl(chunk, 0)) / len(chunks)
+        total = 0.0
+        for i in range(0, len(rows), per_device):
+            batch = _batch_for_trl(rows[i : i + per_device], 0)
+            batch["num_items_in_batch"] = torch.tensor(sampled)  # the whole step's, as GRPOTrainer passes it
+            loss = trainer.compute_loss(net, batch)
             loss.backward()
+            total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return time.perf_counter() - t0, time.process_time() - c0
+        return time.perf_counter() - t0, time.process_time() - c0, total
 
     return step
 
@@ -206,25 +213,28 @@ def main() -> None:
             "harnessrl (no prefix sharing)": harnessrl_stepper(path, samples, args.token_budget, share_prefix=False),
             "TRL GRPOTrainer": trl_stepper(path, samples, args.per_device),
         }
-        for step in steppers.values():
-            step()  # warm-up: allocators, kernels, lazy init
-        times: dict[str, list[tuple[float, float]]] = {name: [] for name in steppers}
+        # warm-up (allocators, kernels, lazy init); LoRA's B starts at zero, so the first step's loss is the
+        # base model's on both sides and must agree
+        first = {name: step()[2] for name, step in steppers.items()}
+        times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in steppers}
         for _ in range(args.steps):  # interleaved, so load from other processes hits every side alike
             for name, step in steppers.items():
                 times[name].append(step())
         print(f"[{scenario}] {len(samples)} samples in groups of 4, {tokens} tokens ({trained} sampled)")
         rate = {}
         for name, ts in times.items():
-            wall = statistics.median(t for t, _ in ts)
-            cpu = statistics.median(c for _, c in ts)
+            wall = statistics.median(t for t, _, _ in ts)
+            cpu = statistics.median(c for _, c, _ in ts)
             rate[name] = (tokens / wall, tokens / cpu)
             print(f"  {name:32s} {tokens / wall:7.1f} tokens/s wall  {tokens / cpu:7.1f} tokens/CPU-s  "
-                  f"(steps {', '.join(f'{t:.1f}s' for t, _ in ts)})")
+                  f"(steps {', '.join(f'{t:.1f}s' for t, _, _ in ts)})")
         assert torch.get_num_threads() == args.threads, "a library changed the thread count mid-run"
         trl = rate["TRL GRPOTrainer"]
         for name in ("harnessrl", "harnessrl (no prefix sharing)"):
+            gap = abs(first[name] - first["TRL GRPOTrainer"])
             print(f"  ratio {name}/TRL: {rate[name][0] / trl[0]:.2f}x wall, {rate[name][1] / trl[1]:.2f}x CPU "
-                  "(target >= 1.5x)")
+                  f"(target >= 3x); first-step loss {first[name]:.7f} vs TRL {first['TRL GRPOTrainer']:.7f}: "
+                  f"{'same' if gap <= 1e-5 else 'DIFFERENT'} to 1e-5 (|diff| {gap:.1e})")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,10 @@ Without those kwargs it is plain sdpa (same masks), so generation with the same 
 
 It also runs *shared-prefix* packing (kwarg ``harnessrl_blocks``): the n attempts of a task start with
 the same prompt, so a micro-batch holds that prompt once and each attempt's remainder attends to it.
+
+The pieces are cut with ``torch.split``, not by slicing: the backward of a slice writes its gradient into a
+zero tensor the size of the whole row, once per piece and layer (80% of a shared-prefix step's time went to
+those fills and adds in a CPU profile), while a split's backward is one concatenation.
 """
 
 from __future__ import annotations
@@ -49,13 +53,19 @@ def varlen_sdpa_forward(
         key = key.repeat_interleave(groups, dim=1)
         value = value.repeat_interleave(groups, dim=1)
     bounds = cu.tolist()
-    outs = [
-        F.scaled_dot_product_attention(query[:, :, s:e], key[:, :, s:e], value[:, :, s:e], dropout_p=dropout,
-                                       is_causal=True, scale=scaling)
-        for s, e in zip(bounds[:-1], bounds[1:], strict=True)
-        if e > s
-    ]
+    sizes = [e - s for s, e in zip(bounds[:-1], bounds[1:], strict=True)]
+    pieces = zip(*(_split(t, sizes, bounds[0]) for t in (query, key, value)), strict=True)
+    outs = [F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True, scale=scaling)
+            for (q, k, v), n in zip(pieces, sizes, strict=True) if n]
     return torch.cat(outs, dim=2).transpose(1, 2).contiguous(), None
+
+
+def _split(t: torch.Tensor, sizes: list[int], start: int = 0) -> tuple[torch.Tensor, ...]:
+    """``t``'s consecutive pieces of ``sizes`` along the sequence (dim 2), from ``start``; what lies
+    before ``start`` or after the last piece is dropped."""
+    rest = t.shape[2] - start - sum(sizes)
+    parts = torch.split(t, [start, *sizes, rest], dim=2)
+    return parts[1:len(sizes) + 1]
 
 
 def _shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -70,17 +80,26 @@ def _shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: 
     if groups > 1:
         key = key.repeat_interleave(groups, dim=1)
         value = value.repeat_interleave(groups, dim=1)
+    spans = [span for a, b, suffixes in blocks for span in [(a, b), *suffixes]]
+    if any(s != e for (_, e), (s, _) in zip(spans, spans[1:], strict=False)):
+        raise ValueError(f"shared-prefix blocks must lie end to end in the packed row: {spans}")
+    sizes = [e - s for s, e in spans]
+    qs, ks, vs = (_split(t, sizes, spans[0][0]) for t in (query, key, value))
     outs = []
+    i = 0
     for a, b, suffixes in blocks:
-        outs.append(F.scaled_dot_product_attention(query[:, :, a:b], key[:, :, a:b], value[:, :, a:b],
-                                                   dropout_p=dropout, is_causal=True, scale=scaling))
+        p = i  # the prefix's piece
+        outs.append(F.scaled_dot_product_attention(qs[p], ks[p], vs[p], dropout_p=dropout, is_causal=True,
+                                                   scale=scaling))
         for c, d in suffixes:
-            kk = torch.cat([key[:, :, a:b], key[:, :, c:d]], dim=2)
-            vv = torch.cat([value[:, :, a:b], value[:, :, c:d]], dim=2)
+            i += 1
+            kk = torch.cat([ks[p], ks[i]], dim=2)
+            vv = torch.cat([vs[p], vs[i]], dim=2)
             # bottom-right aligned causal mask: suffix token j sees the prefix and suffix tokens <= j
             allowed = torch.ones(d - c, (b - a) + (d - c), dtype=torch.bool, device=query.device).tril(b - a)
-            outs.append(F.scaled_dot_product_attention(query[:, :, c:d], kk, vv, attn_mask=allowed,
-                                                       dropout_p=dropout, scale=scaling))
+            outs.append(F.scaled_dot_product_attention(qs[i], kk, vv, attn_mask=allowed, dropout_p=dropout,
+                                                       scale=scaling))
+        i += 1
     return torch.cat(outs, dim=2).transpose(1, 2).contiguous()
 
 

@@ -29,6 +29,7 @@ from harnessrl.training.attention import FLASH, VARLEN, register_varlen_attentio
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.fsdp_parallel import DistContext, is_dummy
+from harnessrl.training.lora_fused import fuse_lora_linears
 from harnessrl.training.losses import policy_loss, sft_loss, token_weights
 from harnessrl.training.metrics import MetricsWriter
 from harnessrl.training.micro_batches import MicroBatch, make_micro_batches
@@ -149,7 +150,9 @@ class Trainer:
             )
         peft_cfg = LoraConfig(r=lc.r, lora_alpha=lc.alpha, lora_dropout=0.0, target_modules=targets,
                               bias="none", task_type="CAUSAL_LM")
-        return get_peft_model(model, peft_cfg)  # no adapter dropout: logprobs must match the engine's
+        wrapped = get_peft_model(model, peft_cfg)  # no adapter dropout: logprobs must match the engine's
+        fuse_lora_linears(wrapped)  # the update in one matmul, not three full-width passes (lora_fused.py)
+        return wrapped
 
     # -- the update --------------------------------------------------------------------------------------
     def step(self, batch: TrainBatch | Sequence[Sample]) -> dict[str, Any]:

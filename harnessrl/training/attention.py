@@ -12,8 +12,9 @@ It also runs *shared-prefix* packing (kwarg ``harnessrl_blocks``): the n attempt
 the same prompt, so a micro-batch holds that prompt once and each attempt's remainder attends to it.
 
 The pieces are cut with ``torch.split``, not by slicing: the backward of a slice writes its gradient into a
-zero tensor the size of the whole row, once per piece and layer (80% of a shared-prefix step's time went to
-those fills and adds in a CPU profile), while a split's backward is one concatenation.
+zero tensor the size of the whole row, once per piece and layer (~8% of a shared-prefix step's CPU went to
+those fills and adds in a profile of a ``benchmarks/trainer_throughput.py`` agent step), while a split's
+backward is one concatenation.
 """
 
 from __future__ import annotations
@@ -48,14 +49,11 @@ def varlen_sdpa_forward(
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    groups = getattr(module, "num_key_value_groups", 1)
-    if groups > 1:
-        key = key.repeat_interleave(groups, dim=1)
-        value = value.repeat_interleave(groups, dim=1)
+    gqa = getattr(module, "num_key_value_groups", 1) > 1  # sdpa shares each key/value head, no repeated copy
     bounds = cu.tolist()
     sizes = [e - s for s, e in zip(bounds[:-1], bounds[1:], strict=True)]
     pieces = zip(*(_split(t, sizes, bounds[0]) for t in (query, key, value)), strict=True)
-    outs = [F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True, scale=scaling)
+    outs = [F.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True, scale=scaling, enable_gqa=gqa)
             for (q, k, v), n in zip(pieces, sizes, strict=True) if n]
     return torch.cat(outs, dim=2).transpose(1, 2).contiguous(), None
 
@@ -76,10 +74,7 @@ def _shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: 
     This is exactly the attention each sample would get alone (prefix + its suffix), with the prefix
     computed once; gradients from every suffix flow back into the shared prefix.
     """
-    groups = getattr(module, "num_key_value_groups", 1)
-    if groups > 1:
-        key = key.repeat_interleave(groups, dim=1)
-        value = value.repeat_interleave(groups, dim=1)
+    gqa = getattr(module, "num_key_value_groups", 1) > 1  # sdpa shares each key/value head, no repeated copy
     spans = [span for a, b, suffixes in blocks for span in [(a, b), *suffixes]]
     if any(s != e for (_, e), (s, _) in zip(spans, spans[1:], strict=False)):
         raise ValueError(f"shared-prefix blocks must lie end to end in the packed row: {spans}")
@@ -90,7 +85,7 @@ def _shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: 
     for a, b, suffixes in blocks:
         p = i  # the prefix's piece
         outs.append(F.scaled_dot_product_attention(qs[p], ks[p], vs[p], dropout_p=dropout, is_causal=True,
-                                                   scale=scaling))
+                                                   scale=scaling, enable_gqa=gqa))
         for c, d in suffixes:
             i += 1
             kk = torch.cat([ks[p], ks[i]], dim=2)
@@ -98,7 +93,7 @@ def _shared_prefix_attention(module: torch.nn.Module, query: torch.Tensor, key: 
             # bottom-right aligned causal mask: suffix token j sees the prefix and suffix tokens <= j
             allowed = torch.ones(d - c, (b - a) + (d - c), dtype=torch.bool, device=query.device).tril(b - a)
             outs.append(F.scaled_dot_product_attention(qs[i], kk, vv, attn_mask=allowed, dropout_p=dropout,
-                                                       scale=scaling))
+                                                       scale=scaling, enable_gqa=gqa))
         i += 1
     return torch.cat(outs, dim=2).transpose(1, 2).contiguous()
 

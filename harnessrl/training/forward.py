@@ -70,10 +70,11 @@ def token_logprobs(
     if mb.temperatures is not None:  # score under the tempered distribution the engine sampled from
         logits = logits / mb.temperatures.to(device)[:, None]
     targets = mb.target_ids.to(device)
-    logp = logits.gather(-1, targets[:, None])[:, 0] - torch.logsumexp(logits, dim=-1)
+    lp = torch.log_softmax(logits, dim=-1)  # one fused pass over the vocabulary, shared with the entropy
+    logp = lp.gather(-1, targets[:, None])[:, 0]
     entropy = None
     if with_entropy or entropy_grad:
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            lp = torch.log_softmax(logits if entropy_grad else logits.detach(), dim=-1)
-            entropy = -(lp.exp() * lp).sum(-1)
+            ent_lp = lp if entropy_grad else lp.detach()
+            entropy = -(ent_lp.exp() * ent_lp).sum(-1)
     return logp, entropy

@@ -12,14 +12,16 @@ a token budget and only runs the LM head on sampled tokens.
 
 Prints tokens/s per update step (real tokens, padding not counted) for each side and the ratio.
 
-Measured on the shared 2-core CPU machine (1 thread, load average ~8, so CPU time is the steadier figure;
-8 rollouts in 2 groups of 4, two timed steps after a warm-up, medians):
+Both sides compute in fp32 and the same loss (harnessrl ``normalization = "token"``, TRL ``loss_type="dapo"``:
+the mean over the step's sampled tokens); LoRA's B starts at zero, so the first step's loss is the base
+model's on both sides and is printed with their difference (it must agree to 1e-5).
 
-    agent   2698 tokens: harnessrl 177.9 tok/CPU-s, without prefix sharing 128.8, TRL 76.3
-            -> 2.33x CPU (2.25x wall); packing alone 1.69x
-    single  1544 tokens: harnessrl 311.0 tok/CPU-s, without prefix sharing 140.9, TRL 112.4
-            -> 2.77x CPU (3.30x wall); packing alone 1.25x CPU (1.58x wall): below 1.5x, since
-            single-turn batches have little padding and few context tokens for packing to save
+Measured 2026-12-05 on a 2-core Intel Xeon (bf16-native, fp32 pinned), 1 thread, nothing else running,
+8 rollouts in 2 groups of 4, two timed steps after a warm-up, medians (docs/measurements.md):
+
+    agent   2698 tokens: harnessrl 272-275 tok/CPU-s, without prefix sharing 182-188, TRL 93-97
+            -> 2.80x and 2.95x CPU in two runs (target 3x); first-step loss equal to 3.7e-8
+    single  1544 tokens: harnessrl 391.5 tok/CPU-s, without prefix sharing 197.9, TRL 114.5 -> 3.42x CPU
 """
 
 from __future__ import annotations

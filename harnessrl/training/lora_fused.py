@@ -40,7 +40,7 @@ def _fused_forward(self: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> tor
     adapters = self.active_adapters
     name = adapters[0] if len(adapters) == 1 else None
     if (args or kwargs or name is None or self.disable_adapters or self.merged or name not in self.lora_A
-            or name in self.lora_variant or self.lora_bias.get(name)
+            or name in getattr(self, "lora_variant", {}) or getattr(self, "lora_bias", {}).get(name)
             or not isinstance(self.lora_dropout[name], torch.nn.Identity)):
         return type(self).forward(self, x, *args, **kwargs)
     lora_a, lora_b, base = self.lora_A[name].weight, self.lora_B[name].weight, self.base_layer

@@ -48,7 +48,7 @@ def _fused_forward(self: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> tor
             and x.dtype == base.weight.dtype == lora_a.dtype == lora_b.dtype):
         return _MergedLoRA.apply(x, base.weight, base.bias, lora_a, lora_b, float(self.scaling[name]))
     result = base(x)
-    low = F.linear(self._cast_input_dtype(x, lora_a.dtype), lora_a) * self.scaling[name]  # [..., r]
+    low = F.linear(x.to(lora_a.dtype), lora_a) * self.scaling[name]  # [..., r], as peft casts the input
     flat = result.view(-1, result.shape[-1])
     flat.addmm_(low.reshape(-1, low.shape[-1]).to(flat.dtype), lora_b.t().to(flat.dtype))
     return result

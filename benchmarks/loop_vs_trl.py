@@ -52,6 +52,7 @@ Path("answer.txt").write_text(reply.choices[0].message.content or "")
 '''.replace("SYSTEM", repr(SYSTEM))
 
 STEP = re.compile(r"^step (\d+)/\d+: reward ([0-9.]+)")
+TIMING = re.compile(r"\b(rollouts|train|publish) (\d+)s\b")  # the step line's timings
 
 
 @dataclass
@@ -61,6 +62,8 @@ class Curve:
     name: str
     rewards: list[float] = field(default_factory=list)
     at_s: list[float] = field(default_factory=list)
+    #: harnessrl's step line timings (rollouts, train, publish; whole seconds), summed over the steps
+    parts: dict[str, float] = field(default_factory=dict)
 
     def time_to(self, threshold: float) -> float | None:
         return next((t for r, t in zip(self.rewards, self.at_s, strict=True) if r >= threshold), None)
@@ -149,6 +152,8 @@ target_modules = [{lora}]
         if m:
             curve.rewards.append(float(m.group(2)))
             curve.at_s.append(time.perf_counter() - t0)
+            for part, secs in TIMING.findall(line):
+                curve.parts[part] = curve.parts.get(part, 0.0) + float(secs)
             print(f"  harnessrl step {m.group(1)}: reward {float(m.group(2)):.3f} at {curve.at_s[-1]:.0f}s", flush=True)
     if proc.wait() != 0:
         raise SystemExit(f"harnessrl train exited {proc.returncode}; its output is above")
@@ -231,6 +236,9 @@ def main() -> None:
     ours, theirs = curves["harnessrl"], curves["TRL"]
     a, b = ours.time_to(args.threshold), theirs.time_to(args.threshold)
     print(f"seconds per step, harnessrl / TRL: {ours.per_step() / theirs.per_step():.2f}")
+    if ours.parts and ours.rewards:  # where harnessrl's step goes (its step line); TRL's is one process
+        print("harnessrl per step: " + ", ".join(f"{k} {v / len(ours.rewards):.1f}s" for k, v in ours.parts.items())
+              + f" (start-up to the end of step 1: {ours.at_s[0]:.0f}s; TRL's: {theirs.at_s[0]:.0f}s)")
     if a is not None and b is not None:
         verdict = "meets" if a <= b else "misses"
         print(f"time to reward {args.threshold:g}, harnessrl / TRL: {a / b:.2f} ({verdict} the target of <= 1.0)")

@@ -31,7 +31,8 @@ def fuse_lora_linears(model: torch.nn.Module) -> int:
     n = 0
     for module in model.modules():
         if type(module) is Linear and not module.fan_in_fan_out:  # exact type: quantized subclasses differ
-            module.forward = types.MethodType(_fused_forward, module)  # peft's own stays on the class
+            # an instance attribute: peft's own forward stays on the class (the fallback calls it)
+            module.forward = types.MethodType(_fused_forward, module)  # type: ignore[method-assign]
             n += 1
     return n
 

@@ -24,7 +24,6 @@ class Phase:
     """One evaluation (``eval vN``) or one training step (``step N``)."""
 
     name: str
-    order: tuple[int, int]  # the untrained evaluation, then the steps, then later evaluations
     attempts: int = 0
     solved: int = 0
     calls: int = 0
@@ -51,13 +50,13 @@ def phases(store: Store, run_id: str | None = None) -> list[Phase]:
         if not runs:
             return []
         run_id = max(runs, key=lambda run: run.created_at).id
-    out: dict[tuple[int, int], Phase] = {}
+    out: dict[tuple[int, int], Phase] = {}  # keyed by order: the untrained evaluation, the steps, later evaluations
     for r in store.iter_rollouts(run_id=run_id):
         if r.step is None:
-            order = (0 if r.policy_version == 0 else 2, r.policy_version)
-            phase = out.setdefault(order, Phase(f"eval v{r.policy_version}", order))
+            order, name = (0 if r.policy_version == 0 else 2, r.policy_version), f"eval v{r.policy_version}"
         else:
-            phase = out.setdefault((1, r.step), Phase(f"step {r.step}", (1, r.step)))
+            order, name = (1, r.step), f"step {r.step}"
+        phase = out.setdefault(order, Phase(name))
         rewards = {x.name: x.value for x in store.get_rewards(r.id)}
         if "final" not in rewards:
             continue  # failed for infrastructure reasons: not an attempt of the policy

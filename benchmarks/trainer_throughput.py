@@ -111,7 +111,9 @@ def trl_inputs(samples: list[Sample], pad: int) -> list[dict]:
     return rows
 
 
-def _batch_for_trl(rows: list, pad: int) -> dict:
+def _batch_for_trl(rows: list, pad: int, num_items: float) -> dict:
+    """One TRL micro-batch of ``rows``; ``num_items`` is the whole step's sampled tokens, as GRPOTrainer
+    passes ``num_items_in_batch`` (its ``dapo`` loss divides by it)."""
     p_len = max(len(r[0]) for r in rows)
     c_len = max(len(r[1]) for r in rows)
     prompt_ids = torch.tensor([[pad] * (p_len - len(r[0])) + r[0] for r in rows])
@@ -128,7 +130,7 @@ def _batch_for_trl(rows: list, pad: int) -> dict:
         "tool_mask": tool_mask,
         "old_per_token_logps": old,
         "advantages": torch.tensor([r[4] for r in rows], dtype=torch.float32),
-        "num_items_in_batch": torch.tensor(float(sum(sum(r[2]) for r in rows))),  # the caller's, per step
+        "num_items_in_batch": torch.tensor(num_items),
     }
 
 
@@ -173,9 +175,7 @@ def trl_stepper(path: str, samples: list[Sample], per_device: int):
         t0, c0 = time.perf_counter(), time.process_time()
         total = 0.0
         for i in range(0, len(rows), per_device):
-            batch = _batch_for_trl(rows[i : i + per_device], 0)
-            batch["num_items_in_batch"] = torch.tensor(sampled)  # the whole step's, as GRPOTrainer passes it
-            loss = trainer.compute_loss(net, batch)
+            loss = trainer.compute_loss(net, _batch_for_trl(rows[i : i + per_device], 0, sampled))
             loss.backward()
             total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(params, 1.0)

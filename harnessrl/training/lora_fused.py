@@ -5,10 +5,10 @@ matmul, the scaling, the add), and its backward takes more (the scaling's gradie
 input gradient to the base's). At rank 16 those passes are memory-bound and, in a CPU profile of a
 ``benchmarks/trainer_throughput.py`` agent step, cost about as much as the frozen base matmuls themselves.
 
-- Without autocast (fp32 on a CPU without native bf16; every tensor one dtype): ``x @ (W + s B A)^T``, the
+- Without autocast, over a frozen base (fp32 on a CPU without native bf16; one dtype): ``x @ (W + s B A)^T``, the
   adapter merged into a temporary weight for one matmul, and in the backward ``dy @ (W + s B A)`` for the
   input's gradient (the merged weight recomputed, not kept); the adapters' gradients from rank-r products.
-- Otherwise (under autocast): ``addmm_`` writes ``(A(x) * s) @ B^T`` onto the base output in place.
+- Otherwise (under autocast, or a base that trains too): ``addmm_`` writes ``(A(x) * s) @ B^T`` onto the base output in place.
 
 The same function, rounding aside (``tests/unit/training/test_lora_fused.py``). A layer call neither covers
 (dropout, DoRA and other variants, a LoRA bias, a merged or disabled adapter, several active adapters, peft's
@@ -45,7 +45,8 @@ def _fused_forward(self: Any, x: torch.Tensor, *args: Any, **kwargs: Any) -> tor
             or not isinstance(self.lora_dropout[name], torch.nn.Identity)):
         return type(self).forward(self, x, *args, **kwargs)
     lora_a, lora_b, base = self.lora_A[name].weight, self.lora_B[name].weight, self.base_layer
-    if (type(base) is torch.nn.Linear and not torch.is_autocast_enabled(x.device.type)
+    frozen = not base.weight.requires_grad and (base.bias is None or not base.bias.requires_grad)
+    if (type(base) is torch.nn.Linear and frozen and not torch.is_autocast_enabled(x.device.type)
             and x.dtype == base.weight.dtype == lora_a.dtype == lora_b.dtype):
         return _MergedLoRA.apply(x, base.weight, base.bias, lora_a, lora_b, float(self.scaling[name]))
     result = base(x)

@@ -53,6 +53,21 @@ def test_fused_forward_and_gradients_equal_peft():
         assert torch.allclose(peft_model(input_ids=ids).logits, base_logits, atol=1e-6)
 
 
+def test_a_base_weight_that_trains_gets_its_gradient():
+    """The merged path computes no gradient for the base; a base left trainable takes the addmm_ path."""
+    peft_model = _lora_model()
+    peft_model.get_base_model().model.layers[0].mlp.up_proj.base_layer.weight.requires_grad_(True)
+    fused = copy.deepcopy(peft_model)
+    fuse_lora_linears(fused)
+    ids = torch.randint(0, VOCAB, (1, 8), generator=torch.Generator().manual_seed(4))
+    _, want = _loss_and_grads(peft_model, ids)
+    _, got = _loss_and_grads(fused, ids)
+    base = [n for n in want if "up_proj.base_layer.weight" in n]
+    assert len(base) == 1 and want.keys() == got.keys()
+    for name in want:
+        assert torch.allclose(got[name], want[name], atol=1e-6, rtol=1e-4), name
+
+
 def test_layers_the_fused_path_does_not_cover_run_peft(monkeypatch):
     from peft.tuners.lora.layer import Linear
 

@@ -418,6 +418,9 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
                     p.copy_(torch.randn(p.shape, generator=gen) * 0.05)
         return {n: p.detach().clone() for n, p in trainer.model.named_parameters() if "lora_B" in n}
 
+    # Long enough to outlast a publish that does not wait on any CPU: 160 tokens once finished first on a
+    # machine that decodes fast (CI, 2026-12-05), which read as a wait that never happened.
+    n_long = 1200
     try:
         v1 = perturb(20)
         assert trainer.publish() == 1
@@ -425,7 +428,7 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
         text: list[str] = []
         long = threading.Thread(target=lambda: text.append("".join(
             c.choices[0].delta.content or "" for c in client.chat.completions.create(
-                model="policy", messages=MESSAGES, max_tokens=160, temperature=1.0, seed=5, stream=True,
+                model="policy", messages=MESSAGES, max_tokens=n_long, temperature=1.0, seed=5, stream=True,
                 extra_body={"ignore_eos": True}) if c.choices)))
         long.start()
         deadline = time.monotonic() + 120
@@ -436,14 +439,14 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
         t0 = time.monotonic()
         assert trainer.publish() == 2
         waited = time.monotonic() - t0
-        assert long.is_alive(), "the update waited for the generation in flight"
+        assert long.is_alive(), f"the update waited for the generation in flight (publish took {waited:.2f} s)"
         assert publisher.retiring == ["policy-v1"]
         rid2, client2 = _rollout(gw)
         _greedy(client2)  # meanwhile, on the new adapter
         long.join(600)
         assert text and text[0]
         (call,) = served.store.get_calls(rid)
-        assert call.policy_version == 1 and len(call.completion_token_ids) == 160
+        assert call.policy_version == 1 and len(call.completion_token_ids) == n_long
         assert "token_versions" not in call.sampling  # every token of version 1
         (new,) = served.store.get_calls(rid2)
         assert new.policy_version == 2

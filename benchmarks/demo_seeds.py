@@ -29,6 +29,8 @@ from pathlib import Path
 
 import psutil
 
+from harnessrl.bf16 import cpu_line
+
 ROOT = Path(__file__).resolve().parents[1]
 HELD_OUT = re.compile(r"held-out reward: ([0-9.]+|n/a) -> ([0-9.]+|n/a)")
 
@@ -143,7 +145,7 @@ def main() -> int:
     seeds = args.seeds if args.seeds else list(range(args.n))
     out = Path(args.out or tempfile.mkdtemp(prefix="demo_seeds_")).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    print(f"{Path(args.config).name}, seeds {seeds}, runs and logs in {out}", flush=True)
+    print(f"{Path(args.config).name}, seeds {seeds}, runs and logs in {out}\non {cpu_line()}", flush=True)
     print(f"{'seed':>4}  {'held-out':>13}  {'gain':>6}  {'wall':>7}  {'peak RSS':>8}  {'tree peak':>9}", flush=True)
     runs: list[SeedRun] = []
     for seed in seeds:

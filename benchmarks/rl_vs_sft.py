@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from demo_seeds import HELD_OUT, _peak_hwm  # noqa: E402
 from run_config import write_run_config  # noqa: E402
 
+from harnessrl.bf16 import cpu_line  # noqa: E402
 from harnessrl.config import _absolute_files  # noqa: E402
 
 ARMS = ("rl", "sft", "rft")
@@ -246,8 +247,7 @@ def main() -> int:
     ap.add_argument("--out", help="folder for the runs and their logs (default: a temporary folder)")
     args = ap.parse_args()
     out = Path(args.out or tempfile.mkdtemp(prefix="rl_vs_sft_")).resolve()
-    flags = open("/proc/cpuinfo").read()
-    print(f"runs and logs in {out}; {os.cpu_count()} cores, avx512_bf16: {'avx512_bf16' in flags}", flush=True)
+    print(f"runs and logs in {out}; {cpu_line()}", flush=True)
     for config in map(lambda c: Path(c).resolve(), args.configs):
         print(f"\n{config}", flush=True)
         print(f"{'arm':>4} {'seed':>4}  {'held-out':>13}  {'gain':>6}  {'attempts':>8} {'calls':>6}  "

@@ -36,3 +36,17 @@ def test_the_trainer_takes_autos_choice(monkeypatch, native: bool) -> None:
     monkeypatch.setattr(precision, "native_bf16", lambda device: native)
     trainer = Trainer(tiny_llama(), TrainingConfig(device="cpu", lora=None))
     assert trainer.autocast_dtype is (torch.bfloat16 if native else None)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_the_cpu_line_says_whether_bf16_is_native(monkeypatch, native: bool) -> None:
+    """What benchmarks print first: the CPU's name, its cores and the answer the dtype choices above use."""
+    import os
+
+    from harnessrl.bf16 import cpu_line
+
+    monkeypatch.setattr(precision.torch.cpu, "_is_avx512_bf16_supported", lambda: native)
+    monkeypatch.setattr(precision.torch.cpu, "_is_amx_tile_supported", lambda: False)
+    line = cpu_line()
+    assert f", {os.cpu_count()} cores (" in line
+    assert line.endswith("native bf16" if native else "no native bf16, fp32")

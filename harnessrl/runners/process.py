@@ -3,8 +3,11 @@
 Shared by the local runner (the harness) and the verifier. The guarantees: memory per process is
 bounded whatever it prints (we keep a tail and count the rest); on timeout or cancel the *whole*
 process group gets SIGTERM, then SIGKILL after a grace period, so children the command spawned die
-too; leftovers of a command that exited on its own are reaped the same way; and a daemon that escaped
-the group and holds our pipes cannot make us wait for ever.
+too; leftovers of a command that exited on its own are reaped the same way; a daemon that escaped
+the group (its own session) is found by the tag its environment inherited (``TAG_ENV``, Linux's ``/proc``)
+and killed once the command has ended, so that outside a sandbox none lives on to wait for a verifier's
+hidden files (one that scrubbed its environment escapes this; the sandbox's PID namespace holds even that:
+docs/security.md); and such a daemon, while it holds our pipes, cannot make us wait for ever.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import logging
 import os
 import signal
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +28,9 @@ logger = logging.getLogger(__name__)
 _READ_CHUNK = 65536
 #: How long we keep reading pipes after the process group is gone (an escaped daemon may hold them).
 _DRAIN_TIMEOUT_S = 2.0
+#: Set in each command's environment to a value of its own: every process it starts inherits it, a daemon
+#: that left the process group too, and that is how the end of the command finds them.
+TAG_ENV = "HARNESSRL_PROCESS_TAG"
 
 
 class ProcessStartError(Exception):
@@ -106,6 +113,30 @@ async def _terminate_group(pgid: int, leader: asyncio.Task[int] | None, grace_s:
         await asyncio.wait({leader}, timeout=10.0)  # SIGKILL is final; bounded in case of D-state
 
 
+def _tagged(tag: str) -> list[int]:
+    """PIDs of this user's processes whose environment holds ``TAG_ENV=tag`` (none where there is no /proc)."""
+    needle, me, found = f"{TAG_ENV}={tag}".encode(), os.getuid(), []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):  # gone meanwhile, or not ours to read
+                if entry.stat().st_uid == me and needle in Path(entry.path, "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+    return found
+
+
+def _kill_escaped(tag: str, pgid: int) -> None:
+    """SIGKILL the processes that still carry the command's tag once its group is gone (daemons, setsid)."""
+    pids = _tagged(tag)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    if pids:
+        logger.info("pid %d: killed %d process(es) it started outside its process group: %s", pgid, len(pids),
+                    pids)
+
+
 async def _wait_exit(proc: asyncio.subprocess.Process) -> int:
     """The leader's exit status as soon as it is reaped.
 
@@ -145,11 +176,12 @@ async def run_process(
     if not argv:
         raise ProcessStartError("empty command: configure the harness command, e.g. ['python', 'agent.py']")
     started = time.monotonic()
+    tag = uuid.uuid4().hex
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
             cwd=str(cwd),
-            env=dict(env),
+            env={**env, TAG_ENV: tag},
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
@@ -182,11 +214,13 @@ async def run_process(
         elif _group_exists(pgid):  # exited, but left children behind in its group
             logger.info("pid %d exited leaving processes in its group; terminating them", pgid)
             await _terminate_group(pgid, None, kill_grace_s)
+        _kill_escaped(tag, pgid)
         _, pending = await asyncio.wait(readers, timeout=_DRAIN_TIMEOUT_S)
         if pending:
             logger.warning("pid %d: a process outside its group still holds its output pipes", pgid)
     except BaseException:
         _signal_group(pgid, signal.SIGKILL)  # cancelled ourselves: no grace, but nothing survives
+        _kill_escaped(tag, pgid)
         # let the kill land and the pipes close, so the transport is finished before the loop goes
         await asyncio.wait({leader, *readers}, timeout=_DRAIN_TIMEOUT_S)
         raise

@@ -232,9 +232,9 @@ def test_without_the_sandbox_the_same_harness_escapes(world: World) -> None:
     assert escaped >= {"read the store file", "read hidden tests by absolute path", "edit the verifier",
                        "reach a loopback port that is not the gateway", "read the controller's environment (/proc)"}
     assert all(report[name].startswith("blocked") for name in REFUSED)
-    # the detached process outlived the harness and copied the hidden answer in before the verifier read it,
-    # and the edited verifier prints 1.0 last: either way the verifier says 1.0
-    assert (world.attempts / rid / "workspace" / "solution.txt").read_text() == ANSWER
+    # the detached process is killed when the harness exits, even here (its environment carries the command's
+    # tag: runners/process.py), so the hidden answer is never copied in; the edited verifier prints 1.0 last
+    assert (world.attempts / rid / "workspace" / "solution.txt").read_text() == "a guess"
     assert outcome.components["verifier"] == 1.0
     if os.environ.get("REDTEAM_TABLE"):
         print(json.dumps(report, indent=1))

@@ -39,9 +39,12 @@ if [ -f .clis/pins ] && [ "$(cat .clis/pins)" = "$PINS" ] && installed; then
   exit 0
 fi
 [ -f .clis/package.json ] || echo '{"name": "harnessrl-clis", "private": true}' > .clis/package.json
-# --include=optional: the native binaries are optional platform packages.
+# --include=optional: the native binaries are optional platform packages. A throwaway cache: npm's own
+# (~/.npm) would keep a second ~800 MB copy of what .clis holds, on a CI disk that vLLM's stage needs.
+cache="$(mktemp -d)"
+trap 'rm -rf "$cache"' EXIT
 npm install --prefix .clis --save-exact --no-audit --no-fund --loglevel=error --include=optional \
-  --engine-strict=false $PINS
+  --engine-strict=false --cache "$cache" $PINS
 for bin in $BINS; do
   [ -x ".clis/node_modules/.bin/$bin" ] || { echo "clis.sh: $bin did not install" >&2; exit 1; }
 done

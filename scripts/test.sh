@@ -25,5 +25,7 @@ if [ "${CI:-}" = "true" ] || [ "${HARNESSRL_ALL_TESTS:-}" = "1" ]; then
   bash scripts/clis.sh   # idempotent; HARNESSRL_ALL_TESTS=1 outside CI installs them here
   .venv/bin/python -m pytest -q -m "slow and not vllm"
   bash scripts/vllm.sh
+  # vLLM's full-weight tests write ~0.5 GB folders; a full disk once failed them (say what was left).
+  echo "disk free before the vLLM stage: $(df -h --output=avail /tmp | tail -1 | tr -d ' ')"
   .venv/bin/python -m pytest -q -m vllm tests/integration/vllm
 fi

@@ -426,24 +426,36 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
         assert trainer.publish() == 1
         rid, client = _rollout(gw)
         text: list[str] = []
-        long = threading.Thread(target=lambda: text.append("".join(
-            c.choices[0].delta.content or "" for c in client.chat.completions.create(
-                model="policy", messages=MESSAGES, max_tokens=n_long, temperature=1.0, seed=5, stream=True,
-                extra_body={"ignore_eos": True}) if c.choices)))
+        failed: list[BaseException] = []
+
+        def generate() -> None:  # a failed stream (a full disk, an HTTP error) must not read as a wait
+            try:
+                text.append("".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+                    model="policy", messages=MESSAGES, max_tokens=n_long, temperature=1.0, seed=5, stream=True,
+                    extra_body={"ignore_eos": True}) if c.choices))
+            except BaseException as exc:  # reported by the assertions below
+                failed.append(exc)
+
+        long = threading.Thread(target=generate)
         long.start()
         deadline = time.monotonic() + 120
-        while not gw.gateway.pool.in_flight_models.get("policy-v1") and time.monotonic() < deadline:
+        while (not gw.gateway.pool.in_flight_models.get("policy-v1") and long.is_alive()
+               and time.monotonic() < deadline):
             time.sleep(0.01)
         time.sleep(0.5)  # mid-generation
+        assert not failed, f"the long generation failed before the update: {failed[0]!r}"
         perturb(21)
         t0 = time.monotonic()
         assert trainer.publish() == 2
         waited = time.monotonic() - t0
-        assert long.is_alive(), f"the update waited for the generation in flight (publish took {waited:.2f} s)"
+        assert not failed, f"the long generation failed during the update: {failed[0]!r}"
+        assert long.is_alive(), (f"the update waited for the generation in flight (publish took {waited:.2f} s; "
+                                 f"{len(text[0]) if text else 0} characters generated)")
         assert publisher.retiring == ["policy-v1"]
         rid2, client2 = _rollout(gw)
         _greedy(client2)  # meanwhile, on the new adapter
         long.join(600)
+        assert not failed, f"the long generation failed: {failed[0]!r}"
         assert text and text[0]
         (call,) = served.store.get_calls(rid)
         assert call.policy_version == 1 and len(call.completion_token_ids) == n_long

@@ -91,6 +91,12 @@ class RunConfig(ConfigSection):
         None, ge=1, description="dynamic_sampling / explore_until_reward: most attempts one step may launch, "
         "extras included (None: 3 x tasks_per_step x attempts_per_task)."
     )
+    keep_checkpoints: int | None = Field(
+        None, ge=1, description="Keep only the newest K step checkpoints (checkpoints/step_N: weights and "
+        "optimizer state) and published version folders (policies/vN), deleting older ones after each step. A "
+        "full fine-tune writes ~1.6 GB a step for a 135M model in fp32 (a LoRA run a few MB to a few hundred), "
+        "so a long run fills a disk. None: keep every step. A resumed run needs only the newest."
+    )
     explore_hold: bool = Field(
         False, description="With explore_until_reward: until some attempt of the run has reached that reward, "
         "steps train nothing and the policy stays as it is while the waves search (the steps still count). "
@@ -103,6 +109,14 @@ class RunConfig(ConfigSection):
         if self.explore_hold and self.explore_until_reward is None:
             raise ValueError("[run] explore_hold holds the policy until explore_until_reward is reached: set "
                              "explore_until_reward too (e.g. 1.0), or remove explore_hold")
+        return self
+
+    @model_validator(mode="after")
+    def _production_keeps_its_versions(self) -> RunConfig:
+        if self.keep_checkpoints is not None and self.source == "production":
+            raise ValueError("[run] keep_checkpoints deletes old versions' checkpoints, and source = "
+                             "\"production\" rolls a canary back to its stable version's checkpoint, however old: "
+                             "remove keep_checkpoints")
         return self
 
 

@@ -44,7 +44,7 @@ from harnessrl.tasks import LoadedTask
 from harnessrl.training.group_choice import groups_to_train, reached, varied
 from harnessrl.training.replay import PastAttempt, beating, choose_replays, replay_samples
 from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
-from harnessrl.weights.checkpoints import save_checkpoint_atomic
+from harnessrl.weights.checkpoints import prune_checkpoints, save_checkpoint_atomic
 from harnessrl.weights.versions import record_policy_version
 
 if TYPE_CHECKING:
@@ -511,7 +511,18 @@ class Controller:
                 await self.admin.resume()
         ckpt = await asyncio.to_thread(save_checkpoint_atomic, trainer, self.config.run_dir, step)
         await asyncio.to_thread(record_policy_version, self.store, version, ckpt, run_id=self.run_id, step=step)
+        keep = self.config.run.keep_checkpoints
+        if keep is not None:  # after the new checkpoint is durable and recorded: the newest always survives
+            await asyncio.to_thread(self._prune, keep)
         return version, ckpt
+
+    def _prune(self, keep: int) -> None:
+        from harnessrl.weights.publish import prune_published  # imports torch; the controller does not
+
+        run_dir = Path(self.config.run_dir)
+        gone = prune_checkpoints(run_dir, keep) + prune_published(run_dir / "policies", keep)
+        if gone:
+            log.info("deleted %d old checkpoint and policy folders ([run] keep_checkpoints = %d)", len(gone), keep)
 
     async def train_step(self, step: int, collected: asyncio.Task[list[Rollout]] | None = None) -> StepReport:
         """Train on ``step``'s rollouts (collected now, or by ``collected`` started earlier in async mode)."""

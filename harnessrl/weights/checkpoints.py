@@ -2,7 +2,9 @@
 
 The one module that builds or parses that folder name. A folder is written under ``.tmp`` and renamed at
 once (``save_checkpoint_atomic``), so a step is trained iff its folder exists and a killed run never leaves
-a half checkpoint that ``latest_checkpoint`` would resume from. Light on purpose (no torch): ``harnessrl
+a half checkpoint that ``latest_checkpoint`` would resume from. ``prune_checkpoints`` keeps a run's newest
+few (``[run] keep_checkpoints``): a full fine-tune writes weights and optimizer state each step (~1.6 GB for a
+135M model in fp32), which fills a disk in a few dozen steps. Light on purpose (no torch): ``harnessrl
 train`` finds where to resume before it loads a model.
 """
 
@@ -56,3 +58,21 @@ def save_checkpoint_atomic(trainer: Checkpointable, run_dir: Path, step: int) ->
     trainer.save_checkpoint(tmp)
     tmp.rename(final)
     return final
+
+
+def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` complete checkpoint folders of a run; returns what was deleted.
+
+    The newest is never deleted (``keep`` >= 1): it is what a restarted run resumes from. Folders are removed
+    oldest first, so a kill midway still leaves the newest ones.
+    """
+    if keep < 1:
+        raise ValueError(f"keep_checkpoints must be at least 1 (the newest is what a run resumes from), not {keep}")
+    root = Path(run_dir) / FOLDER
+    if not root.is_dir():
+        return []
+    done = sorted((p for p in root.iterdir() if p.is_dir() and _NAME.fullmatch(p.name)), key=checkpoint_step)
+    old = done[:-keep]
+    for path in old:
+        shutil.rmtree(path)
+    return old

@@ -159,6 +159,24 @@ def test_async_mode_overlaps_steps_within_the_staleness_bound(tmp_path: Path) ->
     store.close()
 
 
+def test_keep_checkpoints_deletes_old_steps_after_each_new_one_and_resume_still_works(tmp_path: Path) -> None:
+    """``[run] keep_checkpoints = 1``: after each step only the newest checkpoint is left (a full fine-tune
+    would otherwise write weights and optimizer state every step); a second run resumes from it."""
+    cfg = write_run_config(tmp_path, loop_config(tmp_path, steps=2, attempts=1), {"run": {"keep_checkpoints": 1}})
+    config = load_config(cfg)
+    summary = run_train(config)
+    assert sorted(p.name for p in (config.run_dir / "checkpoints").iterdir()) == ["step_000002"]
+    store = open_store(config.store_url)
+    assert [v.version for v in store.list_policy_versions(summary.run_id)] == [1, 2]  # the history stays
+    store.close()
+    more = load_config(write_run_config(tmp_path, loop_config(tmp_path, steps=3, attempts=1),
+                                        {"run": {"keep_checkpoints": 1}}))
+    run_train(more)  # resumes from step 2's checkpoint, trains step 3
+    assert sorted(p.name for p in (more.run_dir / "checkpoints").iterdir()) == ["step_000003"]
+    events = [json.loads(x) for x in (more.run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in events if e["event"] == "step"] == [1, 2, 3]  # resumed, not started over
+
+
 def test_tasks_from_a_datasets_dataset(tmp_path: Path) -> None:
     """[tasks] dataset: a `datasets` dataset (here a local folder of JSONL splits) instead of task files."""
     data = tmp_path / "data"

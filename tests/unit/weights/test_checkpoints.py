@@ -55,3 +55,37 @@ def test_recording_a_version_twice_keeps_the_first_row(tmp_path: Path) -> None:
     (row,) = store.list_policy_versions(run.id)
     assert (row.version, row.checkpoint_path, row.metadata) == (1, str(tmp_path / "a"), {"step": 1})
     store.close()
+
+
+def test_pruning_keeps_the_newest_checkpoints_and_versions(tmp_path: Path) -> None:
+    from harnessrl.weights.checkpoints import prune_checkpoints
+    from harnessrl.weights.publish import prune_published
+
+    for step in (1, 2, 3, 10):
+        save_checkpoint_atomic(_Trainer(), tmp_path, step)
+    (tmp_path / "checkpoints" / "step_000011.tmp").mkdir()  # a save in progress is not a checkpoint to prune
+    gone = prune_checkpoints(tmp_path, 2)
+    assert [p.name for p in gone] == ["step_000001", "step_000002"]  # by number, oldest first
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step_000003", "step_000010",
+                                                                           "step_000011.tmp"]
+    assert latest_checkpoint(tmp_path) == checkpoint_dir(tmp_path, 10)
+    policies = tmp_path / "policies"
+    for name in ("v000001", "v000002", "v000012", "notes"):
+        (policies / name).mkdir(parents=True)
+    assert [p.name for p in prune_published(policies, 1)] == ["v000001", "v000002"]
+    assert sorted(p.name for p in policies.iterdir()) == ["notes", "v000012"]
+    assert prune_checkpoints(tmp_path / "elsewhere", 1) == [] and prune_published(tmp_path / "none", 1) == []
+    with pytest.raises(ValueError, match="at least 1"):
+        prune_checkpoints(tmp_path, 0)
+
+
+def test_keep_checkpoints_is_refused_where_a_rollback_reads_old_versions() -> None:
+    from pydantic import ValidationError
+
+    from harnessrl.config import RunConfig
+
+    assert RunConfig(keep_checkpoints=2).keep_checkpoints == 2
+    with pytest.raises(ValidationError, match="rolls a canary back"):
+        RunConfig(keep_checkpoints=2, source="production", deployment="d")
+    with pytest.raises(ValidationError):
+        RunConfig(keep_checkpoints=0)

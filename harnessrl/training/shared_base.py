@@ -37,8 +37,8 @@ def can_share(engine_model: torch.nn.Module, lora: bool, device: torch.device,
     fp32 on the same device, or bf16 when the trainer computes in bf16 anyway (``compute_dtype``, its
     autocast dtype). On a bf16 base the trainer then computes as the bf16 engine that sampled the tokens does
     (bf16 weights and activations); the adapter and its optimizer state stay fp32."""
-    if not lora or hasattr(engine_model, "peft_config"):
-        return False  # full fine-tuning writes the weights; an already wrapped engine model has its adapter
+    if not lora or hasattr(engine_model, "peft_config") or getattr(engine_model, "_harnessrl_merged_lora", False):
+        return False  # full fine-tuning writes the weights; a wrapped or merged engine model holds its adapter
     params = list(engine_model.parameters())
     allowed = frozen_base_dtypes(compute_dtype)
     return bool(params) and all(p.dtype in allowed and p.device == device for p in params)

@@ -33,12 +33,13 @@ from transformers import DynamicCache
 
 from harnessrl.engines.config import EngineConfig
 from harnessrl.engines.embedded.kvcache import BatchKV, cache_rows
+from harnessrl.engines.embedded.lora_merge import MergedLora, unsupported
 from harnessrl.engines.embedded.outputs import Admitted, Failed, RequestHandle, RequestOutput
 from harnessrl.engines.embedded.prefix_cache import PrefixCache
 from harnessrl.engines.embedded.request import Request
 from harnessrl.engines.embedded.sampling import InvalidRequestError, SamplingParams, sample_rows
 from harnessrl.engines.embedded.sequence import Sequence
-from harnessrl.engines.embedded.weights import apply_lora, load_full_state_dict
+from harnessrl.engines.embedded.weights import apply_lora, load_full_state_dict, read_lora
 from harnessrl.memory import release_free_memory, tune_allocator
 
 logger = logging.getLogger(__name__)
@@ -113,6 +114,9 @@ class EmbeddedEngine:
         self.adapters: dict[str, int] = {}
         self._adapter_prefix: dict[str, PrefixCache] = {}  # KV depends on the adapter: one cache each
         self._retired: set[str] = set()  # dropped adapters peft could not delete (a model's last one)
+        self._merged = MergedLora(model)  # the single policy's adapter merged into the weights (lora_merge.py)
+        self._lora_config: Any = None
+        self._lora_weights: dict[str, torch.Tensor] = {}  # the last single-policy adapter (to unmerge)
         self._cond = threading.Condition()
         self._waiting: deque[Request] = deque()
         self._prefilling: list[Request] = []
@@ -270,12 +274,46 @@ class EmbeddedEngine:
             raise ValueError("update_weights needs state_dict= or lora=")
         if adapter is not None:
             return self._update_adapter(adapter, lora, lora_config, version)
+        merge = False
+        if lora is not None:  # read (a folder: disk) and checked before the pause
+            weights, config = read_lora(lora, lora_config)
+            config = config if config is not None else self._lora_config
+            merge = self._serves_merged(weights, config)
         with self.paused(version=version, keep_running=self.config.on_update == "continue"):
             if state_dict is not None:
                 load_full_state_dict(self.model, state_dict)
             if lora is not None:
-                self.model = apply_lora(self.model, lora, lora_config)
+                if merge:
+                    self._merged.apply(weights, config)
+                else:
+                    self._unmerge()
+                    self.model = apply_lora(self.model, weights, config)
+                self._lora_config, self._lora_weights = config, weights
         return self.version
+
+    def _serves_merged(self, weights: dict[str, torch.Tensor], config: Any) -> bool:
+        """Whether this single-policy adapter is served merged into the weights (``[engine] lora_serving``)."""
+        mode = self.config.lora_serving
+        if mode == "adapter":
+            return False
+        if hasattr(self.model, "peft_config") or self.adapters or self._retired:
+            why: str | None = "the model serves named adapters (several policies)"
+        else:
+            why = unsupported(self.model, weights, config)
+        if why is None:
+            return True
+        if mode == "merged":
+            raise ValueError(f"[engine] lora_serving = \"merged\" cannot serve this adapter: {why}; "
+                             "set lora_serving = \"auto\" or \"adapter\"")
+        if not self._merged.active:
+            logger.info("the engine serves the LoRA adapter beside each layer, not merged: %s", why)
+        return False
+
+    def _unmerge(self) -> None:
+        """Back to the base weights, the last single-policy adapter re-applied through peft."""
+        if self._merged.active:
+            self._merged.restore()
+            self.model = apply_lora(self.model, self._lora_weights, self._lora_config)
 
     def release_memory(self) -> None:
         """Drop the prefix caches and hand freed heap pages back to the kernel, between rollouts and training.
@@ -299,6 +337,10 @@ class EmbeddedEngine:
         for name in names:
             if name == BASE or name.startswith("_"):
                 raise ValueError(f"adapter name {name!r} is reserved")
+        if names and self._merged.active:  # named adapters need the bare base beside them
+            with self.paused(bump_version=False):
+                self._unmerge()
+        for name in names:
             self.adapters.setdefault(name, 0)
 
     def _update_adapter(self, name: str, lora: Any, lora_config: Any, version: int | None) -> int:

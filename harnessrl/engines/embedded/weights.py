@@ -31,15 +31,9 @@ def apply_lora(model: Any, lora: str | Path | Mapping[str, torch.Tensor], lora_c
 
     ``adapter_name``: several adapters live side by side on one base (one per policy); each is added the
     first time its name is seen and replaced afterwards."""
-    from peft import LoraConfig, PeftModel, get_peft_model, set_peft_model_state_dict
+    from peft import PeftModel, get_peft_model, set_peft_model_state_dict
 
-    if isinstance(lora, str | Path):
-        folder = Path(lora)
-        config = LoraConfig.from_pretrained(str(folder))
-        weights = _read_adapter(folder)
-    else:
-        weights = dict(lora)
-        config = LoraConfig(**lora_config) if isinstance(lora_config, dict) else copy.deepcopy(lora_config)
+    weights, config = read_lora(lora, lora_config)
     if not isinstance(model, PeftModel):
         if config is None:
             raise ValueError("the first LoRA update needs lora_config= (a peft LoraConfig or dict)")
@@ -57,6 +51,19 @@ def apply_lora(model: Any, lora: str | Path | Mapping[str, torch.Tensor], lora_c
     if unexpected:
         raise ValueError(f"adapter has weights the model does not know, e.g. {unexpected[:3]}")
     return model
+
+
+def read_lora(lora: str | Path | Mapping[str, torch.Tensor], lora_config: Any = None) -> tuple[dict[str, torch.Tensor], Any]:
+    """An adapter's weights (peft's state dict names) and its peft ``LoraConfig`` (None when a state dict
+    came without one): from a folder, or from a state dict plus a config object or dict (copied, so the
+    trainer's own config object is never changed)."""
+    from peft import LoraConfig
+
+    if isinstance(lora, str | Path):
+        folder = Path(lora)
+        return _read_adapter(folder), LoraConfig.from_pretrained(str(folder))
+    config = LoraConfig(**lora_config) if isinstance(lora_config, dict) else copy.deepcopy(lora_config)
+    return dict(lora), config
 
 
 def _read_adapter(folder: Path) -> dict[str, torch.Tensor]:

@@ -37,13 +37,13 @@ class EngineConfig(ConfigSection):
         "multiplies bf16 natively (AVX512-BF16 or AMX; half the memory, prefill about 4x faster), float32 "
         "elsewhere (emulated bf16 is slower). vLLM gets the value as its --dtype.",
     )
-    lora_serving: Literal["auto", "merged", "adapter"] = Field(
-        "auto", description="How the embedded engine serves a LoRA policy. merged: each adapted layer's weight "
-        "becomes W + s B A in the engine's own copy (decode steps cost what the bare base costs; the adapter "
-        "beside each layer cost ~20% of decode time in fp32; +0.42 GB for SmolLM2-135M in fp32, as the base stays "
-        "shared with the trainer). adapter: peft runs the adapter beside each layer. auto: merged for float32 "
-        "weights, adapter otherwise (bf16 would round the update's small entries away), and adapter for what "
-        "merging does not cover (DoRA, per-layer ranks, several named adapters)."
+    lora_serving: Literal["adapter", "merged"] = Field(
+        "adapter", description="How the embedded engine serves a LoRA policy. adapter: peft runs the adapter "
+        "beside each adapted layer. merged: each adapted layer's weight becomes W + s B A in the engine's own "
+        "copy, so a decode step costs what the bare base costs (24 concurrent generations in fp32: 0.77x the "
+        "time), for +0.42 GB with SmolLM2-135M in fp32 (the base stays shared with the trainer). float32 weights "
+        "only (bf16 would round the update's small entries away); not with DoRA, per-layer ranks or several "
+        "named adapters. The demo, whose engine time is mostly prefill, ran no faster merged (docs/training.md)."
     )
     max_batch: int = Field(
         8, ge=1, description="Most sequences decoded together in one step; more requests wait in a queue."

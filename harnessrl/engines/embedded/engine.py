@@ -293,21 +293,16 @@ class EmbeddedEngine:
 
     def _serves_merged(self, weights: dict[str, torch.Tensor], config: Any) -> bool:
         """Whether this single-policy adapter is served merged into the weights (``[engine] lora_serving``)."""
-        mode = self.config.lora_serving
-        if mode == "adapter":
+        if self.config.lora_serving != "merged":
             return False
         if hasattr(self.model, "peft_config") or self.adapters or self._retired:
             why: str | None = "the model serves named adapters (several policies)"
         else:
             why = unsupported(self.model, weights, config)
-        if why is None:
-            return True
-        if mode == "merged":
+        if why is not None:
             raise ValueError(f"[engine] lora_serving = \"merged\" cannot serve this adapter: {why}; "
-                             "set lora_serving = \"auto\" or \"adapter\"")
-        if not self._merged.active:
-            logger.info("the engine serves the LoRA adapter beside each layer, not merged: %s", why)
-        return False
+                             "set lora_serving = \"adapter\"")
+        return True
 
     def _unmerge(self) -> None:
         """Back to the base weights, the last single-policy adapter re-applied through peft."""

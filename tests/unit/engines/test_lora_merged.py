@@ -1,7 +1,8 @@
-"""A LoRA policy served merged into the engine's own weights (``[engine] lora_serving``, lora_merge.py).
+"""A LoRA policy served merged into the engine's own weights (``[engine] lora_serving = "merged"``).
 
 Merged serving must sample exactly what peft's adapter-beside-the-layer serving samples, never write the base
-weights the trainer shares, and give way to peft where merging does not fit (DoRA, named adapters)."""
+weights the trainer shares, refuse what merging does not fit (DoRA) with the reason, and give the model back
+to peft when named adapters (several policies) join."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def _engine(mode: str) -> EmbeddedEngine:
 
 
 def test_merged_samples_what_peft_samples_and_never_writes_the_shared_base() -> None:
-    merged, adapter = _engine("auto"), _engine("adapter")
+    merged, adapter = _engine("merged"), _engine("adapter")
     try:
         trainer = share_frozen_base(merged.model)  # what a LoRA trainer on the CPU holds: the same tensors
         before = {n: p.detach().clone() for n, p in trainer.named_parameters()}
@@ -64,14 +65,8 @@ def test_merged_samples_what_peft_samples_and_never_writes_the_shared_base() -> 
         adapter.close()
 
 
-def test_what_merging_does_not_cover_is_served_by_peft_or_refused_when_merged_is_asked_for() -> None:
+def test_what_merging_does_not_cover_is_refused_with_the_reason_and_adapter_serving_is_the_default() -> None:
     _, weights, config = _policy(1, use_dora=True)
-    auto = _engine("auto")
-    try:
-        auto.update_weights(lora=weights, lora_config=config)
-        assert hasattr(auto.model, "peft_config")  # served beside the layers
-    finally:
-        auto.close()
     forced = _engine("merged")
     try:
         with pytest.raises(ValueError, match="use_dora"):
@@ -79,10 +74,17 @@ def test_what_merging_does_not_cover_is_served_by_peft_or_refused_when_merged_is
         assert forced.version == 0  # refused before the pause: nothing served changed
     finally:
         forced.close()
+    assert EngineConfig().lora_serving == "adapter"
+    default = _engine("adapter")
+    try:
+        default.update_weights(lora=weights, lora_config=config)
+        assert hasattr(default.model, "peft_config")  # served beside the layers, DoRA included
+    finally:
+        default.close()
 
 
 def test_named_adapters_after_a_merged_policy_get_the_bare_base_and_the_policy_is_unchanged() -> None:
-    eng = _engine("auto")
+    eng = _engine("merged")
     try:
         _, weights, config = _policy(1)
         eng.update_weights(lora=weights, lora_config=config)

@@ -16,7 +16,7 @@ the merged engine's completions equal peft's token for token.
 
 Measured 2026-12-05, 2-core Intel Xeon (bf16-native), alone: fp32 base 70.0 tokens/s, beside the layers 55.3
 (+27%), merged 71.8 (0.77x the wall time of beside; 24 of 24 completions equal); bf16 base 87.1, beside 60.9
-(+43%). Whole demo runs in fp32, one each way: the same wall time (docs/training.md, section 5).
+(+43%). Whole demo runs in fp32, 3 seeds each way: no shorter merged (docs/training.md, section 5).
 """
 
 from __future__ import annotations

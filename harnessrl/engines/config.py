@@ -43,7 +43,7 @@ class EngineConfig(ConfigSection):
         "copy, so a decode step costs what the bare base costs (24 concurrent generations in fp32: 0.77x the "
         "time), for +0.42 GB with SmolLM2-135M in fp32 (the base stays shared with the trainer). float32 weights "
         "only (bf16 would round the update's small entries away); not with DoRA, per-layer ranks or several "
-        "named adapters. Not the default: one demo run in fp32 each way took the same wall time (docs/training.md)."
+        "named adapters. Not the default: demo runs in fp32 were no shorter merged (docs/training.md, section 5)."
     )
     max_batch: int = Field(
         8, ge=1, description="Most sequences decoded together in one step; more requests wait in a queue."

@@ -8,8 +8,8 @@ costs what the bare base costs.
 The price is memory: the trainer reads the engine's base weights (``training/shared_base.py``), so they must
 stay as they are, and the engine keeps its own copy of each adapted weight (+0.42 GB for SmolLM2-135M in
 fp32). Only for fp32 weights: a bf16 weight would round the update's small entries away (bf16 keeps ~3
-significant digits). Opt-in (``[engine] lora_serving = "merged"``): per decoded token a demo run's engine took
-0.74x the time merged, but one run each way took the same wall time (docs/training.md, section 5).
+significant digits). Opt-in (``[engine] lora_serving = "merged"``): per sampled token a demo run's engine took
+0.71-0.78x the time merged, but three seeds each way were no shorter (docs/training.md, section 5).
 """
 
 from __future__ import annotations

@@ -61,18 +61,24 @@ def save_checkpoint_atomic(trainer: Checkpointable, run_dir: Path, step: int) ->
 
 
 def prune_checkpoints(run_dir: Path, keep: int) -> list[Path]:
-    """Delete all but the newest ``keep`` complete checkpoint folders of a run; returns what was deleted.
+    """Delete all but the newest ``keep`` complete checkpoint folders of a run; returns what was deleted."""
+    return prune_numbered(Path(run_dir) / FOLDER, _NAME, keep)
+
+
+def prune_numbered(root: str | Path, name: re.Pattern[str], keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` folders under ``root`` whose name ``name`` matches in full, by the
+    number its one group captures; returns what was deleted (``policies/vN`` uses it too).
 
     The newest is never deleted (``keep`` >= 1): it is what a restarted run resumes from. Folders are removed
     oldest first, so a kill midway still leaves the newest ones.
     """
     if keep < 1:
         raise ValueError(f"keep_checkpoints must be at least 1 (the newest is what a run resumes from), not {keep}")
-    root = Path(run_dir) / FOLDER
+    root = Path(root)
     if not root.is_dir():
         return []
-    done = sorted((p for p in root.iterdir() if p.is_dir() and _NAME.fullmatch(p.name)), key=checkpoint_step)
-    old = done[:-keep]
+    numbered = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := name.fullmatch(p.name))]
+    old = [p for _, p in sorted(numbered)[:-keep]]
     for path in old:
         shutil.rmtree(path)
     return old

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import re
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from harnessrl.weights.checkpoints import prune_numbered
 
 logger = logging.getLogger(__name__)
 
@@ -89,17 +90,7 @@ def prune_published(root: str | Path, keep: int) -> list[Path]:
     An engine reads a version's folder when it is published (vLLM loads it then) or restarts (the newest),
     so older ones are only history; a full model's is ~0.5 GB for 135M parameters in fp32.
     """
-    if keep < 1:
-        raise ValueError(f"keep must be at least 1 (the newest is what an engine restarts on), not {keep}")
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    versions = sorted((p for p in root.iterdir() if p.is_dir() and _VERSION.fullmatch(p.name)),
-                      key=lambda p: int(p.name[1:]))
-    old = versions[:-keep]
-    for path in old:
-        shutil.rmtree(path)
-    return old
+    return prune_numbered(root, _VERSION, keep)
 
 
 class FolderPublisher:

@@ -116,7 +116,7 @@ class EmbeddedEngine:
         self._retired: set[str] = set()  # dropped adapters peft could not delete (a model's last one)
         self._merged = MergedLora(model)  # the single policy's adapter merged into the weights (lora_merge.py)
         self._lora_config: Any = None
-        self._lora_weights: dict[str, torch.Tensor] = {}  # the last single-policy adapter (to unmerge)
+        self._lora_weights: dict[str, torch.Tensor] = {}  # the merged adapter (to hand it to peft on unmerge)
         self._cond = threading.Condition()
         self._waiting: deque[Request] = deque()
         self._prefilling: list[Request] = []
@@ -288,7 +288,8 @@ class EmbeddedEngine:
                 else:
                     self._unmerge()
                     self.model = apply_lora(self.model, weights, config)
-                self._lora_config, self._lora_weights = config, weights
+                # the adapter is kept only while merged: peft holds its own copy otherwise
+                self._lora_config, self._lora_weights = config, weights if merge else {}
         return self.version
 
     def _serves_merged(self, weights: dict[str, torch.Tensor], config: Any) -> bool:

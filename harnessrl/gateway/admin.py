@@ -238,4 +238,5 @@ class AdminApi:
         return json_response({"paused": gate.paused, "in_flight": gate.in_flight, "waiting": gate.waiting,
                               "policy_version": gate.policy_version, "engines": self.gw.pool.status(),
                               "in_flight_models": dict(self.gw.pool.in_flight_models),
-                              "recorded": self.gw.recorder.recorded, "commits": self.gw.recorder.batches})
+                              "recorded": self.gw.recorder.recorded, "commits": self.gw.recorder.batches,
+                              "commits_on_loop": self.gw.recorder.batches_on_loop})

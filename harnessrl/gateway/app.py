@@ -33,7 +33,7 @@ from harnessrl.gateway.http import api_key, read_json
 from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.plugins import GatewayPlugin, PluginFactory
 from harnessrl.gateway.pool import EnginePool
-from harnessrl.gateway.recorder import Recorder, token_redactor
+from harnessrl.gateway.recorder import Recorder, record_on, token_redactor
 from harnessrl.gateway.refusals import (
     family,
     log_unknown_route,
@@ -87,7 +87,7 @@ class Gateway:
                      "%d tokens (each such call records what it asked; counted in `harnessrl show`)",
                      config.limits.max_tokens_per_call, config.limits.max_tokens_per_call)
         self.recorder = Recorder(store, Redactor(config.redact_patterns), config.record_batch_max,
-                                 inline=config.record_inline, tokens=token_redactor(config, renderer))
+                                 on=record_on(config.record_inline), tokens=token_redactor(config, renderer))
         self.registry = RolloutRegistry(store)
         self.router = _router(config)
         self.calls = CallHandler(Services(config, self.pool, self.recorder, self.registry, self.gate,
@@ -328,6 +328,7 @@ class Gateway:
         lines = [
             f"harnessrl_calls_recorded_total {rec.recorded}",
             f"harnessrl_store_commits_total {rec.batches}",
+            f"harnessrl_store_commits_on_loop_total {rec.batches_on_loop}",
             f"harnessrl_requests_in_flight {gate.in_flight}",
             f"harnessrl_requests_waiting_on_pause {gate.waiting}",
             f"harnessrl_paused {int(gate.paused)}",

@@ -247,6 +247,14 @@ class Store(abc.ABC):
         length, new tokens) so that storage grows linearly with a rollout's turns.
         """
 
+    def record_calls_nowait(self, calls: Sequence[NewCall]) -> list[int] | None:
+        """``record_calls`` where it cannot wait (no lock held by another, no disk sync), else ``None``.
+
+        The gateway commits on its event loop this way when nothing else is writing, which spares a
+        call the hand-off to its writer thread and back; a store that cannot promise it (a database
+        over the network) answers ``None`` and the writer thread records the calls."""
+        return None
+
     @abc.abstractmethod
     def get_calls(self, rollout_id: str) -> list[Call]:
         """All calls of a rollout in order, with full prompt token IDs."""

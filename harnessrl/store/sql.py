@@ -367,23 +367,31 @@ class SqlStore(Store):
     def record_calls(self, calls: Sequence[NewCall]) -> list[int]:
         if not calls:
             return []
+        with self._write_calls() as conn:
+            indices, staged = self._insert_calls(conn, calls)
+        self._keep_staged(staged)
+        return indices
+
+    def _insert_calls(self, conn: Connection, calls: Sequence[NewCall]) -> tuple[list[int], dict[str, RolloutSeqs]]:
+        """Insert ``calls`` inside the open write transaction; the staged sequences are cached once it commits."""
         now = time.time()
         indices: list[int] = []
-        with self._write_calls() as conn:
-            staged = self._seqs_for_write(conn, sorted({c.rollout_id for c in calls}))
-            if self.SHARED:
-                self._check_budgets(conn, calls)
-            rows = []
-            for call in calls:
-                seqs = staged[call.rollout_id]
-                indices.append(seqs.next_index)
-                rows.append(encode_call(call, seqs, now))
-            with closing(conn.cursor()) as cur:
-                cur.executemany(self._insert_call, rows)
+        staged = self._seqs_for_write(conn, sorted({c.rollout_id for c in calls}))
+        if self.SHARED:
+            self._check_budgets(conn, calls)
+        rows = []
+        for call in calls:
+            seqs = staged[call.rollout_id]
+            indices.append(seqs.next_index)
+            rows.append(encode_call(call, seqs, now))
+        with closing(conn.cursor()) as cur:
+            cur.executemany(self._insert_call, rows)
+        return indices, staged
+
+    def _keep_staged(self, staged: dict[str, RolloutSeqs]) -> None:
         with self._state_lock:
             for rollout_id, seqs in staged.items():
                 self._cache.put(rollout_id, seqs)
-        return indices
 
     def _check_budgets(self, conn: Connection, calls: Sequence[NewCall]) -> None:
         """Refuse the batch if an answered call would take its rollout past its budgets (rows locked)."""

@@ -24,6 +24,12 @@ from harnessrl.store.schema import MIGRATIONS, SCHEMA_VERSION, ddl, features_ddl
 from harnessrl.store.sql import SqlStore
 
 Synchronous = Literal["NORMAL", "FULL"]
+#: How long a write waits for another connection's write lock (the connection's ``timeout``).
+BUSY_TIMEOUT_MS = 30_000
+#: SQLite's default: a commit that leaves the WAL at this many pages or more checkpoints it.
+WAL_AUTOCHECKPOINT = 1000
+#: ``record_calls_nowait`` refuses one batch in this many (see there).
+NOWAIT_CHECKPOINT_EVERY = 64
 
 
 class SqliteStore(SqlStore):
@@ -46,6 +52,7 @@ class SqliteStore(SqlStore):
         if self._synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
         self._lock = threading.RLock()
+        self._nowait_batches = 0
         super().__init__(cache_bytes=cache_bytes, lock=self._lock)  # the cache changes only under it
         self._local = threading.local()
         #: One reader per thread, with its thread: a reader of a thread that has ended is closed when the next
@@ -72,7 +79,8 @@ class SqliteStore(SqlStore):
 
     # -- connections ----------------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                               timeout=BUSY_TIMEOUT_MS / 1000)
         conn.row_factory = sqlite3.Row
         # Takes effect only in a new, empty file (before WAL mode and the first table): a purge can then
         # give its pages back to the file system (``reclaim_space``). Older files need one VACUUM.
@@ -154,6 +162,45 @@ class SqliteStore(SqlStore):
     def record_calls(self, calls: Sequence[NewCall]) -> list[int]:
         with self._lock:  # held until the cache is updated: the next batch finds this one's sequences
             return super().record_calls(calls)
+
+    def record_calls_nowait(self, calls: Sequence[NewCall]) -> list[int] | None:
+        """Commit now if that cannot wait: the store's lock free, no other connection writing (no busy
+        wait: ``busy_timeout`` 0 for this BEGIN), no WAL checkpoint in this commit (its fsyncs) and no
+        ``synchronous = FULL`` (an fsync per commit). Every ``NOWAIT_CHECKPOINT_EVERY``-th batch is
+        refused, so that the waiting path's commit checkpoints the WAL when it has grown."""
+        if self._synchronous == "FULL" or not calls:
+            return None if calls else []
+        self._nowait_batches += 1
+        if self._nowait_batches % NOWAIT_CHECKPOINT_EVERY == 0:
+            return None
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            conn = self._writer()
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # + extended
+                    return None
+                raise
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            try:
+                indices, staged = self._insert_calls(conn, calls)
+                conn.execute("PRAGMA wal_autocheckpoint = 0")
+                try:
+                    conn.execute("COMMIT")
+                finally:
+                    conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT}")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            self._keep_staged(staged)
+            return indices
+        finally:
+            self._lock.release()
 
     # -- housekeeping ---------------------------------------------------------------------------------
     def reclaim_space(self, full: bool = False) -> str:

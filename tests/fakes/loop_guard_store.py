@@ -13,6 +13,9 @@ import asyncio
 import traceback
 from typing import Any
 
+#: Methods that promise not to wait, made to be called on a loop (``Store.record_calls_nowait``).
+ON_LOOP_ALLOWED = frozenset({"record_calls_nowait"})
+
 
 class LoopGuardStore:
     """Forwards to ``inner``; ``on_loop`` lists ``(method, caller)`` for calls made on a loop's thread."""
@@ -23,7 +26,7 @@ class LoopGuardStore:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.inner, name)
-        if not callable(attr) or name.startswith("__"):
+        if not callable(attr) or name.startswith("__") or name in ON_LOOP_ALLOWED:
             return attr
 
         def call(*args: Any, **kwargs: Any) -> Any:

@@ -2,11 +2,12 @@
 
 A request's response is released only after its call is committed, so a crash never loses a call whose
 answer a harness saw. The calls that finish in one turn of the event loop are committed together, in one
-store transaction: on the loop itself when the store can do that without waiting
-(``Store.record_calls_nowait``: SQLite with its lock free, no other writer, no fsync in the commit), else by
-one writer thread that commits everything queued so far (``Store.record_calls``) and then wakes the waiting
-coroutines. Committing on the loop spares a call two thread hand-offs (~15% of its CPU at concurrency 1);
-the thread keeps a store that must wait (a busy lock, a checkpoint, a network database) off the loop.
+store transaction: on the loop itself when none of them has a secret to redact and the store can commit
+without waiting (``Store.record_calls_nowait``: SQLite with its lock free, no other writer, no fsync in the
+commit), else by one writer thread that redacts, commits everything queued so far (``Store.record_calls``)
+and then wakes the waiting coroutines. Committing on the loop spares a call two thread hand-offs (~15% of its
+CPU at concurrency 1); the thread keeps what can take long (decoding a call's tokens to redact a key, a busy
+lock, a checkpoint, a network database) off the loop.
 """
 
 from __future__ import annotations
@@ -50,7 +51,6 @@ class Recorder:
         self._tokens = tokens
         self._known: OrderedDict[str, set[str]] = OrderedDict()  # rollout -> secrets found in its calls
         self._pending: list[_Item] = []
-        self._redacted_ids: set[int] = set()  # calls redacted on the loop and then handed to the thread
         self._store = store
         self._redact = redactor
         self._batch_max = batch_max
@@ -104,15 +104,15 @@ class Recorder:
         if self._closed or not self._mutex.acquire(blocking=False):  # the writer thread is at work
             self._hand_over(batch)
             return
+        outcomes: list[int] | None = None
         try:
-            calls = [self._redacted(c) for c, _, _ in batch]
-            try:
-                outcomes = self._store.record_calls_nowait(calls)
-            except Exception:  # noqa: BLE001 - e.g. one call's rollout closed: the thread gives each its verdict
-                outcomes = None
-            if outcomes is None:
-                self._redacted_ids.update(id(c) for c in calls)
-            else:
+            calls = [c for c, _, _ in batch]
+            if not any(map(self._needs_redaction, calls)):  # a secret's redaction (decoding tokens) is the thread's
+                try:
+                    outcomes = self._store.record_calls_nowait(calls)
+                except Exception:  # noqa: BLE001 - e.g. one call's rollout closed: the thread gives each its verdict
+                    outcomes = None
+            if outcomes is not None:
                 self.batches += 1
                 self.batches_on_loop += 1
                 self.recorded += len(outcomes)
@@ -166,8 +166,7 @@ class Recorder:
                 return
 
     def _commit(self, batch: list[_Item], resolve_now: bool = False) -> None:
-        calls = [c if id(c) in self._redacted_ids else self._redacted(c) for c, _, _ in batch]
-        self._redacted_ids.difference_update(id(c) for c, _, _ in batch)
+        calls = [self._redacted(c) for c, _, _ in batch]
         outcomes: list[Any]
         try:
             outcomes = list(self._store.record_calls(calls))
@@ -198,6 +197,13 @@ class Recorder:
                 loop.call_soon_threadsafe(_resolve_all, results)
             except RuntimeError:  # loop closed during shutdown
                 pass
+
+    def _needs_redaction(self, call: NewCall) -> bool:
+        """Whether ``_redacted`` would change anything: a secret in its text, one known in its rollout, or
+        tokens whose text is not there to tell (its token scan can take 100 ms: never on the loop)."""
+        if call.rollout_id in self._known or self._redact.findall(call.request, call.response, call.error):
+            return True
+        return self._tokens is not None and self._tokens.needs_scan(call, False)
 
     def _redacted(self, call: NewCall) -> NewCall:
         """Secrets out of the text, then out of the token arrays (``redact_tokens``): a call whose text

@@ -22,6 +22,11 @@ Measured 2026-12-05 on a 2-core Intel Xeon (bf16-native, fp32 pinned), 1 thread,
     agent   2698 tokens: harnessrl 272-275 tok/CPU-s, without prefix sharing 182-188, TRL 93-97
             -> 2.80x and 2.95x CPU in two runs (target 3x); first-step loss equal to 3.7e-8
     single  1544 tokens: harnessrl 391.5 tok/CPU-s, without prefix sharing 197.9, TRL 114.5 -> 3.42x CPU
+
+``--compile`` adds harnessrl with ``[training] compile = true`` (its inductor cache a fresh folder, so the first
+step pays a cold compile). 2026-12-05 evening, same machine, agent scenario, two runs: eager 267.7 / 272.5
+tok/CPU-s (2.93x / 2.94x TRL's 91.5 / 92.8), compiled 293.4 / 310.2 (**3.21x / 3.34x**), the compile 37.9 /
+40.2 CPU-s; the first-step loss the same on every side (3.7e-8 from TRL's).
 """
 
 from __future__ import annotations
@@ -79,12 +84,12 @@ def make_samples(scenario: str, n_rollouts: int, vocab: int, seed: int = 0, grou
     return out
 
 
-def harnessrl_stepper(path: str, samples: list[Sample], token_budget: int, share_prefix: bool):
+def harnessrl_stepper(path: str, samples: list[Sample], token_budget: int, share_prefix: bool, compile: bool = False):
     # fp32 as TRL computes on a CPU (``auto`` would take bf16 autocast where the CPU multiplies it natively),
     # and the loss TRL's ``dapo`` computes: the mean over every sampled token of the batch.
     cfg = TrainingConfig(lora=LoraConfig(r=16, alpha=32, target_modules=TARGETS), micro_batch_tokens=token_budget,
                          device="cpu", lr=1e-5, entropy_metric=True, share_prefix_min=16 if share_prefix else None,
-                         dtype="float32", normalization="token")
+                         dtype="float32", normalization="token", compile=compile)
     trainer = Trainer(load_model(path), cfg)
 
     def step() -> tuple[float, float, float]:
@@ -194,10 +199,14 @@ def main() -> None:
     ap.add_argument("--per-device", type=int, default=4, help="TRL sequences per micro-batch")
     ap.add_argument("--token-budget", type=int, default=2048, help="harnessrl tokens per micro-batch")
     ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--compile", action="store_true",
+                    help="also harnessrl with [training] compile = true (its first step's extra CPU is the compile)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads; 1 keeps CPU time meaningful on a shared machine (spinning OpenMP "
                     "workers inflate it under contention)")
     args = ap.parse_args()
+    if args.compile:  # a cold compile, as a new run pays it (not one served from an earlier run's cache)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="trainer-throughput-inductor-")
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     from harnessrl.models.prepare import prepare_model
@@ -215,9 +224,13 @@ def main() -> None:
             "harnessrl (no prefix sharing)": harnessrl_stepper(path, samples, args.token_budget, share_prefix=False),
             "TRL GRPOTrainer": trl_stepper(path, samples, args.per_device),
         }
+        if args.compile:
+            steppers["harnessrl (compile)"] = harnessrl_stepper(path, samples, args.token_budget, share_prefix=True,
+                                                                compile=True)
         # warm-up (allocators, kernels, lazy init); LoRA's B starts at zero, so the first step's loss is the
         # base model's on both sides and must agree
-        first = {name: step()[2] for name, step in steppers.items()}
+        warm = {name: step() for name, step in steppers.items()}
+        first = {name: loss for name, (_, _, loss) in warm.items()}
         times: dict[str, list[tuple[float, float, float]]] = {name: [] for name in steppers}
         for _ in range(args.steps):  # interleaved, so load from other processes hits every side alike
             for name, step in steppers.items():
@@ -232,7 +245,10 @@ def main() -> None:
                   f"(steps {', '.join(f'{t:.1f}s' for t, _, _ in ts)})")
         assert torch.get_num_threads() == args.threads, "a library changed the thread count mid-run"
         trl = rate["TRL GRPOTrainer"]
-        for name in ("harnessrl", "harnessrl (no prefix sharing)"):
+        if "harnessrl (compile)" in warm:
+            extra = warm["harnessrl (compile)"][1] - warm["harnessrl"][1]
+            print(f"  harnessrl (compile): its first step took {extra:.1f} CPU-s more than eager's (the compile)")
+        for name in [n for n in steppers if n.startswith("harnessrl")]:
             gap = abs(first[name] - first["TRL GRPOTrainer"])
             print(f"  ratio {name}/TRL: {rate[name][0] / trl[0]:.2f}x wall, {rate[name][1] / trl[1]:.2f}x CPU "
                   f"(target >= 3x); first-step loss {first[name]:.7f} vs TRL {first['TRL GRPOTrainer']:.7f}: "

@@ -26,6 +26,7 @@ from harnessrl.memory import peak_rss_bytes, trainer_allocations
 from harnessrl.store.base import Store
 from harnessrl.training import trainer_state as ckpt
 from harnessrl.training.attention import FLASH, VARLEN, register_varlen_attention
+from harnessrl.training.compiled import compile_layers
 from harnessrl.training.config import TrainingConfig
 from harnessrl.training.forward import token_logprobs
 from harnessrl.training.fsdp_parallel import DistContext, is_dummy
@@ -97,6 +98,8 @@ class Trainer:
             for module in model.modules():
                 if isinstance(module, torch.nn.Dropout):
                     module.p = 0.0
+        if config.compile:
+            compile_layers(model, distributed=self.dist.world_size > 1)
         self.model = model
         self.ref_model: torch.nn.Module | None = None
         if config.kl_coef > 0 and config.lora is None:

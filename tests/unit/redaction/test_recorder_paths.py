@@ -23,11 +23,17 @@ def _call(rollout_id: str, text: str) -> NewCall:
                    prompt_token_ids=[1, 2, 3], choices=[ChoiceTokens([4], [-0.5], "stop")], policy_version=0)
 
 
-def test_a_call_with_a_secret_is_redacted_by_the_thread_not_on_the_loop(tmp_path: Path) -> None:
+def _started(tmp_path: Path) -> tuple[SqliteStore, str, Recorder]:
+    """A store with one rollout, and a started recorder on it (the gateway's default: "auto")."""
     store = SqliteStore(tmp_path / "s.db")
     rid = store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h").id
     recorder = Recorder(store, Redactor(DEFAULT_REDACTIONS))
     recorder.start()
+    return store, rid, recorder
+
+
+def test_a_call_with_a_secret_is_redacted_by_the_thread_not_on_the_loop(tmp_path: Path) -> None:
+    store, rid, recorder = _started(tmp_path)
 
     async def main() -> list[int]:
         return [await recorder.record(_call(rid, text)) for text in ("plain", f"my key is {SECRET}", "plain again")]
@@ -45,10 +51,7 @@ def test_a_call_with_a_secret_is_redacted_by_the_thread_not_on_the_loop(tmp_path
 
 
 def test_a_call_the_busy_store_refuses_is_committed_by_the_thread(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
-    rid = store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h").id
-    recorder = Recorder(store, Redactor(DEFAULT_REDACTIONS))
-    recorder.start()
+    store, rid, recorder = _started(tmp_path)
     held, release = threading.Event(), threading.Event()
 
     def hold() -> None:
@@ -78,10 +81,7 @@ def test_a_call_the_busy_store_refuses_is_committed_by_the_thread(tmp_path: Path
 
 
 def test_calls_pending_at_stop_are_committed(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "s.db")
-    rid = store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h").id
-    recorder = Recorder(store, Redactor(DEFAULT_REDACTIONS))
-    recorder.start()
+    store, rid, recorder = _started(tmp_path)
 
     async def main() -> None:
         recorder.record_nowait(_call(rid, "a"))  # the client left: nobody waits for it

@@ -51,6 +51,7 @@ class Recorder:
         self._tokens = tokens
         self._known: OrderedDict[str, set[str]] = OrderedDict()  # rollout -> secrets found in its calls
         self._pending: list[_Item] = []
+        self._pending_loop: asyncio.AbstractEventLoop | None = None  # the loop whose turn flushes _pending
         self._store = store
         self._redact = redactor
         self._batch_max = batch_max
@@ -71,12 +72,7 @@ class Recorder:
             raise RecorderClosed("the gateway is shutting down")
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
-        if self._on == "thread":
-            self._queue.put((call, loop, fut))
-        else:
-            if not self._pending:
-                loop.call_soon(self._flush_inline)
-            self._pending.append((call, loop, fut))
+        self._enqueue((call, loop, fut), loop)
         # Not shielded: a waiter cancelled (its client gone) cancels only ``fut``, whose outcome is then
         # dropped (``_resolve_all``); the call itself is committed all the same.
         return await fut
@@ -85,12 +81,19 @@ class Recorder:
         """Queue ``call`` without waiting (used when the client is already gone)."""
         if self._closed:
             return
-        if self._on == "thread":
-            self._queue.put((call, None, None))
-        else:
-            if not self._pending:
-                asyncio.get_running_loop().call_soon(self._flush_inline)
-            self._pending.append((call, None, None))
+        self._enqueue((call, None, None), None if self._on == "thread" else asyncio.get_running_loop())
+
+    def _enqueue(self, item: _Item, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Into this loop turn's batch; to the writer thread in "thread" mode, or when the batch waiting is
+        another loop's (its futures may only be resolved on their own loop)."""
+        if self._on == "thread" or (self._on == "auto" and self._pending and self._pending_loop is not loop):
+            self._queue.put(item)
+            return
+        assert loop is not None
+        if not self._pending:
+            self._pending_loop = loop
+            loop.call_soon(self._flush_inline)
+        self._pending.append(item)
 
     def _flush_inline(self) -> None:
         """Commit the calls of this loop turn here if the store can without waiting, else hand them over."""

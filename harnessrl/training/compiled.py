@@ -6,7 +6,8 @@ over memory per op in eager mode. Compiling a whole decoder layer fuses those pa
 with LoRA in fp32 on a CPU, 268-273 -> 293-310 tokens per CPU-second (the same loss to the last digit),
 after a first step that took 38-40 CPU-s longer (``benchmarks/trainer_throughput.py --compile``). Dynamic
 shapes, so that micro-batches of every length share the graphs compiled in the first step; the attention
-between them runs eager (its per-sequence split is a graph break). The engine is untouched: it keeps its own modules (``shared_base.py`` shares tensors, not modules).
+between them runs eager (its per-sequence split is a graph break). The engine is untouched: it keeps its
+own modules (``shared_base.py`` shares tensors, not modules).
 """
 
 from __future__ import annotations

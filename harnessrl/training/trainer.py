@@ -99,7 +99,7 @@ class Trainer:
                 if isinstance(module, torch.nn.Dropout):
                     module.p = 0.0
         if config.compile:
-            compile_layers(model, distributed=self.dist.world_size > 1)
+            compile_layers(model, distributed=self.dist.enabled)
         self.model = model
         self.ref_model: torch.nn.Module | None = None
         if config.kl_coef > 0 and config.lora is None:

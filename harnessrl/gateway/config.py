@@ -112,7 +112,8 @@ class GatewayConfig(ConfigSection):
     record_inline: bool | Literal["auto"] = Field(
         "auto",
         description="Where the calls of one event-loop turn are committed (one transaction). \"auto\": on the "
-        "loop when the store can without waiting (SQLite, its lock free, no fsync in the commit), else by a "
+        "loop when the store can without waiting (SQLite, its lock free, no fsync in the commit) and no call has "
+        "a secret to redact, else by a "
         "writer thread; true: always on the loop (a slow disk then stalls every call); false: always the "
         "writer thread (two thread hand-offs a call, ~15% of its CPU at concurrency 1).",
     )

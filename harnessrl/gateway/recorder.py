@@ -46,7 +46,6 @@ class Recorder:
         if on == "auto" and getattr(type(store), "record_calls_nowait", None) is Store.record_calls_nowait:
             on = "thread"  # this store never commits without waiting (e.g. PostgreSQL): straight to the thread
         self._on = on
-        self._inline = on == "loop"
         self._mutex = threading.Lock()  # held while a batch is redacted and committed (loop or thread)
         self._tokens = tokens
         self._known: OrderedDict[str, set[str]] = OrderedDict()  # rollout -> secrets found in its calls
@@ -63,7 +62,7 @@ class Recorder:
         self.recorded = 0
 
     def start(self) -> None:
-        if not self._inline:
+        if self._on != "loop":
             self._thread.start()
 
     async def record(self, call: NewCall) -> int:
@@ -100,7 +99,7 @@ class Recorder:
         batch, self._pending = self._pending, []
         if not batch:
             return
-        if self._inline:
+        if self._on == "loop":
             with self._mutex:
                 self._commit(batch, resolve_now=True)
             return

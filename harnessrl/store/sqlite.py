@@ -168,8 +168,10 @@ class SqliteStore(SqlStore):
         wait: ``busy_timeout`` 0 for this BEGIN), no WAL checkpoint in this commit (its fsyncs) and no
         ``synchronous = FULL`` (an fsync per commit). Every ``NOWAIT_CHECKPOINT_EVERY``-th batch is
         refused, so that the waiting path's commit checkpoints the WAL when it has grown."""
-        if self._synchronous == "FULL" or not calls:
-            return None if calls else []
+        if not calls:
+            return []
+        if self._synchronous == "FULL":
+            return None
         self._nowait_batches += 1
         if self._nowait_batches % NOWAIT_CHECKPOINT_EVERY == 0:
             return None

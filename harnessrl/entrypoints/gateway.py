@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from harnessrl.config import ConfigError, load_config
     from harnessrl.engines.url_check import check_engine_urls_or_exit
     from harnessrl.gateway import Gateway
+    from harnessrl.gateway.serving_gc import tune_for_serving
     from harnessrl.production.plugin import gateway_plugins
     from harnessrl.store import open_store
     from harnessrl.ui import mount_dashboard
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"harnessrl gateway admin token: {gateway.admin_token}", file=sys.stderr, flush=True)
     log.info("gateway on http://%s:%d -> %s, recording to %s", config.host, config.port,
              ", ".join(config.engines), db)
+    tune_for_serving()  # startup is done: its objects frozen, young collections rarer (serving_gc.py)
     try:
         uvicorn.run(gateway.app, host=config.host, port=config.port, log_level=args.log_level.lower(),
                     access_log=False, timeout_keep_alive=60, backlog=4096)

@@ -23,6 +23,7 @@ from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder
 from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState, hash_key, new_api_key
+from harnessrl.gateway.serving_gc import gc_status
 from harnessrl.redaction.text import Redactor, redact_rollout
 from harnessrl.store.base import IllegalTransition, NotFound, Store
 from harnessrl.types import Call, FailureKind, Rollout, RolloutStatus
@@ -239,4 +240,4 @@ class AdminApi:
                               "policy_version": gate.policy_version, "engines": self.gw.pool.status(),
                               "in_flight_models": dict(self.gw.pool.in_flight_models),
                               "recorded": self.gw.recorder.recorded, "commits": self.gw.recorder.batches,
-                              "commits_on_loop": self.gw.recorder.batches_on_loop})
+                              "commits_on_loop": self.gw.recorder.batches_on_loop, "gc": gc_status()})

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from array import array
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +40,7 @@ from harnessrl.gateway.errors import (
     StoreUnavailable,
     UpstreamError,
 )
-from harnessrl.gateway.fidelity import classify_prompt
+from harnessrl.gateway.fidelity import classify_prompt, joined, pack
 from harnessrl.gateway.http import api_key, read_json
 from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.pool import STREAM_ERRORS, Engine, EnginePool
@@ -49,6 +50,7 @@ from harnessrl.gateway.rollout_registry import RolloutRegistry, RolloutState
 from harnessrl.gateway.stream import StreamAccumulator, sse_batches
 from harnessrl.gateway.upstream import UpstreamResponse
 from harnessrl.store.base import BudgetExceeded, NewCall, RolloutClosed
+from harnessrl.store.codec import prepacked
 from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens
 
 log = logging.getLogger(__name__)
@@ -596,10 +598,11 @@ class ModelCall:
             n = p.translation.notes.get("images", 0) if p.translation is not None else _chat_images(p.body)
             if n:
                 sampling["images"] = n
+        self._packed = packed = pack(prompt) if prompt else None  # once: the verdict, the history, the store
         if self.rendered is not None:
             fidelity, reason = self.rendered.fidelity, self.rendered.fidelity_reason
-        elif prompt:
-            fidelity, reason = classify_prompt(prompt, self.state.history)
+        elif packed is not None:
+            fidelity, reason = classify_prompt(packed, self.state.history)
         else:
             fidelity, reason = None, "the engine returned no prompt_token_ids"
         return NewCall(rollout_id=self.state.id, api=p.api, status=status, request=p.body, response=response,
@@ -607,7 +610,7 @@ class ModelCall:
                        requested_model=p.internal.get("model") if isinstance(p.internal.get("model"), str) else None,
                        sampling=sampling, engine_id=self.engine.id if self.engine else None,
                        latency_s=time.perf_counter() - self.t0, error=error, fidelity=fidelity,
-                       fidelity_reason=reason)
+                       fidelity_reason=reason, packed_prompt=prepacked(prompt, packed))
 
     async def _record(self, prompt: list[int], choices: list[ChoiceTokens], response: dict,
                       version: int) -> int | None:
@@ -637,8 +640,9 @@ class ModelCall:
         state = self.state
         state.tokens += sum(len(c.token_ids) for c in choices)
         if prompt and self.rendered is None:
+            packed = self._packed if self._packed is not None else pack(prompt)
             for c in choices:
-                state.history.append(prompt + c.token_ids)
+                state.history.append(joined(packed, pack(c.token_ids)))
         if self.p.api == ApiKind.RESPONSES and self.p.translation is not None:
             t = self.p.translation
             responses.keep_conversation(state.responses, response["id"],
@@ -646,6 +650,7 @@ class ModelCall:
         return index
 
     _acc: StreamAccumulator | None = None
+    _packed: array | None = None  # the prompt's token IDs packed (fidelity.pack), once per call
     _enc: Any = None
     _recorded = False
     #: Per choice, run-length ``[[policy version, tokens], ...]`` of who sampled each token (embedded engine).

@@ -83,6 +83,15 @@ class NewCall:
     #: checks them under the rollout's lock): answered calls, and completion tokens of answered calls.
     max_calls: int | None = None
     max_tokens: int | None = None
+    #: ``(prompt_token_ids, their int32 little-endian bytes)`` when the caller packed them already
+    #: (``codec.prepacked``): used only while ``prompt_token_ids`` is still that list, so a redaction that
+    #: replaces the list (it never mutates one) leaves the store packing what it holds.
+    packed_prompt: tuple[list[int], bytes] | None = None
+
+    def prompt_bytes(self) -> bytes | None:
+        """The packed prompt, when it is still ``prompt_token_ids``'s."""
+        pre = self.packed_prompt
+        return pre[1] if pre is not None and pre[0] is self.prompt_token_ids else None
 
 
 @dataclass(frozen=True, slots=True)

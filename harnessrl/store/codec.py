@@ -36,6 +36,14 @@ def encode_ids(ids: Sequence[int]) -> bytes:
         raise ValueError(f"token IDs must be int32 values: {exc}") from None
 
 
+def prepacked(ids: list[int], packed: array | None) -> tuple[list[int], bytes] | None:
+    """``(ids, encode_ids(ids))`` from an int32 array of ``ids`` a caller packed already (the gateway's
+    prefix check packs every prompt), or None where the array is not the stored form (int64, big-endian)."""
+    if packed is None or packed.typecode != "i" or packed.itemsize != ITEM_SIZE or _BIG_ENDIAN:
+        return None
+    return ids, packed.tobytes()
+
+
 def decode_ids(data: bytes) -> list[int]:
     arr = array("i")
     arr.frombytes(data)

@@ -160,7 +160,9 @@ def dumps(obj: Any) -> str:
 def encode_call(call: NewCall, seqs: RolloutSeqs, now: float) -> tuple[Any, ...]:
     """The ``calls`` row (in ``CALL_COLUMNS`` order) for ``call``; advances ``seqs`` past it."""
     index = seqs.next_index
-    prompt = encode_ids(call.prompt_token_ids)
+    prompt = call.prompt_bytes()
+    if prompt is None:
+        prompt = encode_ids(call.prompt_token_ids)
     parent, prefix_len = best_parent(prompt, seqs.leaves)
     parent_index = parent.index if parent else None
     shape = request_shape(call.request)

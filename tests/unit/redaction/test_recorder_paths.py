@@ -91,3 +91,32 @@ def test_calls_pending_at_stop_are_committed(tmp_path: Path) -> None:
     asyncio.run(main())
     assert [c.request["messages"][0]["content"] for c in store.get_calls(rid)] == ["a", "b"]
     store.close()
+
+
+def test_token_id_arrays_are_not_searched_as_text(tmp_path: Path) -> None:
+    """A pattern that matches digits does not match a response's token IDs (they hold no text; the token
+    redactor decodes them), so the call is committed on the loop with its IDs intact; a secret in the text
+    beside them is still found and redacted."""
+    store = SqliteStore(tmp_path / "s.db")
+    rid = store.create_rollout(task_id="t", input={}, group_id="g", api_key_hash="h").id
+    recorder = Recorder(store, Redactor([*DEFAULT_REDACTIONS, r"101,102,103"]))
+    recorder.start()
+
+    def call(content: str) -> NewCall:
+        c = _call(rid, "plain")
+        c.response = {"choices": [{"message": {"content": content}, "token_ids": [101, 102, 103]}],
+                      "prompt_token_ids": [7, 101, 102, 103]}
+        return c
+
+    async def main() -> list[int]:
+        return [await recorder.record(call(text)) for text in ("fine", f"key {SECRET}")]
+
+    try:
+        assert asyncio.run(main()) == [0, 1]
+    finally:
+        recorder.stop()
+    assert recorder.batches_on_loop == 1  # the first: nothing to redact
+    first, second = (c.response for c in store.get_calls(rid))
+    assert first["prompt_token_ids"] == [7, 101, 102, 103] and first["choices"][0]["token_ids"] == [101, 102, 103]
+    assert second["choices"][0]["message"]["content"] == f"key {REPLACEMENT}"
+    store.close()

@@ -640,9 +640,9 @@ class ModelCall:
         state = self.state
         state.tokens += sum(len(c.token_ids) for c in choices)
         if prompt and self.rendered is None:
-            packed = self._packed if self._packed is not None else pack(prompt)
+            assert self._packed is not None  # _new_call packed this prompt
             for c in choices:
-                state.history.append(joined(packed, pack(c.token_ids)))
+                state.history.append(joined(self._packed, pack(c.token_ids)))
         if self.p.api == ApiKind.RESPONSES and self.p.translation is not None:
             t = self.p.translation
             responses.keep_conversation(state.responses, response["id"],

@@ -1,8 +1,8 @@
 """``harnessrl gateway`` tunes the garbage collector for serving (gateway/serving_gc.py), and only it.
 
 The command's process: startup frozen, the young threshold raised, the older two as CPython sets them; its
-admin status says so. A gateway inside another process (the
-in-process server of ``harnessrl train``, these tests) leaves the collector as it found it.
+admin status says so. A gateway inside another process (the in-process server of ``harnessrl train``, these
+tests) leaves the collector as it found it.
 """
 
 from __future__ import annotations

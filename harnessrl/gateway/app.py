@@ -1,6 +1,7 @@
 """The gateway application: wiring of pool, recorder, registry and pause gate into Starlette routes.
 
-``Gateway`` is the object (build it with a store and a config); ``Gateway.app`` is the ASGI app;
+``Gateway`` is the object (build it with a store and a config); ``Gateway.app`` is the ASGI app (the model-call
+lane, ``call_lane.py``, in front of the Starlette app ``Gateway.routes``);
 ``serve_in_thread`` runs it under uvicorn in a background thread for in-process use (controller, tests).
 """
 
@@ -26,6 +27,7 @@ from starlette.routing import Mount, Route
 from harnessrl.gateway.admin import AdminApi, json_response
 from harnessrl.gateway.apis import gemini
 from harnessrl.gateway.call import CallHandler, Services, error_response
+from harnessrl.gateway.call_lane import CallLane
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.engine_hop import EngineHop
 from harnessrl.gateway.errors import BadRequest, GatewayError, RolloutClosedError
@@ -105,7 +107,9 @@ class Gateway:
         for plugin in self.plugins:
             for p in plugin.periodic():
                 self.add_background(p.task, p.interval_s, final=p.final)
-        self.app = self._build_app()
+        #: Starlette serves every route; the model-call routes reach their handler through ``call_lane`` first.
+        self.routes = self._build_app()
+        self.app = CallLane(self.routes, self.calls.handle)
 
     def public_url(self, request: Request) -> str:
         if self.config.public_url:
@@ -196,7 +200,7 @@ class Gateway:
     def mount(self, path: str, app: Any) -> None:
         """Serve another ASGI app under ``path`` (before serving starts): how a composing layer adds the
         dashboard (``harnessrl.ui.mount_dashboard``) without the gateway knowing it."""
-        self.app.router.routes.append(Mount(path, app=app))
+        self.routes.router.routes.append(Mount(path, app=app))
 
     # -- harness routes -------------------------------------------------------------------------------
     async def _chat(self, request: Request) -> Response:

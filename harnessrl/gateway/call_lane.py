@@ -1,0 +1,74 @@
+"""The model-call routes dispatched straight to the call handler, in front of Starlette's middleware and router.
+
+Every sampled call of every rollout takes one of a few fixed paths (``/r/<rollout>/v1/chat/completions``, ...).
+Through Starlette it passed two middlewares, each wrapping ``send``, and a router testing the path against
+every route's regex in turn: 5% of the gateway's Python samples at concurrency 1 (py-spy), half of which this
+lane takes away (the ``Request`` and ``Response`` objects stay). This front matches those
+paths with string operations and calls the same handlers with the same ``Request``; anything else (admin,
+rewards, model lists, dashboards, plug-ins, a wrong method or path) goes to the Starlette app as before, so its
+404/405 answers and routing are unchanged. An exception raised here reaches uvicorn, which answers 500 when
+nothing was sent yet and logs it, as Starlette's error middleware did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+
+from harnessrl.types import ApiKind
+
+#: A harness route's handler: the call handler's ``handle`` for one API (returns an ASGI response).
+Handle = Callable[[Request, ApiKind], Awaitable[Any]]
+
+#: The path after ``/r/<rollout>/`` of each model-call route (POST only), and its API.
+PATHS: dict[str, ApiKind] = {
+    "v1/chat/completions": ApiKind.CHAT,
+    "v1/completions": ApiKind.COMPLETIONS,
+    "v1/messages": ApiKind.ANTHROPIC_MESSAGES,
+    "v1/responses": ApiKind.RESPONSES,
+}
+#: Gemini's ``<version>/models/<model>:<action>`` paths served as calls.
+GEMINI_VERSIONS = ("v1beta/models/", "v1/models/")
+GEMINI_ACTIONS = (":generateContent", ":streamGenerateContent")
+
+
+def match(path: str) -> tuple[ApiKind, dict[str, str]] | None:
+    """The API and path parameters of a model-call path, or None (what Starlette's routes would match:
+    ``{rollout}`` and ``{model}`` are one non-empty path segment each)."""
+    if not path.startswith("/r/"):
+        return None
+    rollout, _, rest = path[3:].partition("/")
+    if not rollout:
+        return None
+    api = PATHS.get(rest)
+    if api is not None:
+        return api, {"rollout": rollout}
+    for version in GEMINI_VERSIONS:
+        if rest.startswith(version):
+            model = rest[len(version):]
+            for action in GEMINI_ACTIONS:
+                if model.endswith(action):
+                    model = model[: -len(action)]
+                    if model and "/" not in model:
+                        return ApiKind.GEMINI, {"rollout": rollout, "model": model}
+            return None
+    return None
+
+
+class CallLane:
+    """An ASGI app: POSTs to a model-call path go to ``handle``; all else to ``app``."""
+
+    def __init__(self, app: Any, handle: Handle) -> None:
+        self.app, self.handle = app, handle
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
+            found = match(scope["path"])
+            if found is not None:
+                scope["path_params"] = found[1]
+                response = await self.handle(Request(scope, receive), found[0])
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

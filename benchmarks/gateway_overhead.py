@@ -6,7 +6,7 @@ gateway (own Python 3.12 venv under ./.bench, created on first run when pyenv ha
 is raw asyncio + aiohttp so that the client's own cost does not hide the difference. Prints p50/p99,
 throughput, added latency per call, ratios and the gateway's RSS before and after.
 
-    .venv/bin/python benchmarks/gateway_overhead.py [--n1 400] [--n32 3000] [--skip-agl]
+    .venv/bin/python benchmarks/gateway_overhead.py [--n1 400] [--n32 3000] [--skip-agl] [--prompt-chars 16000]
 """
 
 from __future__ import annotations
@@ -219,7 +219,13 @@ def main() -> None:
     ap.add_argument("--n1", type=int, default=400, help="requests at concurrency 1")
     ap.add_argument("--n32", type=int, default=3000, help="requests at concurrency 32")
     ap.add_argument("--skip-agl", action="store_true", help="do not run Agent Lightning")
+    ap.add_argument("--prompt-chars", type=int, default=0,
+                    help="pad the user message to this many characters (the fake engine: one token each), "
+                         "to weigh a long agent prompt")
     args = ap.parse_args()
+    if args.prompt_chars:
+        user = (USER * (args.prompt_chars // len(USER) + 1))[: max(1, args.prompt_chars - len(SYSTEM) * 2)]
+        MESSAGES[1]["content"] = user
     BENCH.mkdir(exist_ok=True)
     body_bytes = len(orjson.dumps(MESSAGES))
     print(f"workload: chat, {body_bytes}-byte messages, 16 tokens back, logprobs + return_token_ids; "

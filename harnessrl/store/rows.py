@@ -34,7 +34,7 @@ CALL_COLUMNS = (
     "rollout_id", "call_index", "api", "status", "request", "request_keep", "response", "parent_index",
     "prefix_len", "prompt_len", "prompt_suffix", "completion_ids", "completion_logprobs", "choices",
     "policy_version", "requested_model", "sampling", "engine_id", "latency_s", "error", "fidelity",
-    "fidelity_reason", "created_at", "purged_at",
+    "fidelity_reason", "created_at", "purged_at", "response_elided",
 )  # fmt: skip
 
 #: The columns a driver must read to rebuild ``RolloutSeqs`` after a cache miss.
@@ -170,14 +170,53 @@ def encode_call(call: NewCall, seqs: RolloutSeqs, now: float) -> tuple[Any, ...]
     ids = [encode_ids(c.token_ids) for c in call.choices]
     meta = [[len(c.token_ids), len(c.logprobs), c.finish_reason] for c in call.choices]
     seqs.add(SeqLeaf(index, prompt + ids[0] if ids else prompt, shape), parent_index, prefix_len)
+    response, elided = elide_prompt(call.response, call.prompt_token_ids)
     return (
         call.rollout_id, index, str(call.api), str(call.status), dumps(request), dumps(keep) if keep else None,
-        None if call.response is None else dumps(call.response), parent_index, prefix_len,
+        None if response is None else dumps(response), parent_index, prefix_len,
         len(call.prompt_token_ids), prompt[prefix_len * ITEM_SIZE :], b"".join(ids),
         b"".join(encode_floats(c.logprobs) for c in call.choices), dumps(meta), call.policy_version,
         call.requested_model, dumps(call.sampling), call.engine_id, call.latency_s, call.error,
         None if call.fidelity is None else str(call.fidelity), call.fidelity_reason, now, None,
+        dumps(elided) if elided else None,
     )  # fmt: skip
+
+
+def elide_prompt(response: Any, prompt: list[int]) -> tuple[Any, list[list[str | int]]]:
+    """``response`` without the copies of the call's prompt token IDs it holds (top level, as in chat, or per
+    choice, as in completions), and their paths: the stored prompt is the one copy. The response is shallow-
+    copied where something is left out, never changed."""
+    if not isinstance(response, dict) or not prompt:
+        return response, []
+    paths: list[list[str | int]] = []
+    if _is_prompt(response.get("prompt_token_ids"), prompt):
+        response = {k: v for k, v in response.items() if k != "prompt_token_ids"}
+        paths.append(["prompt_token_ids"])
+    choices = response.get("choices")
+    if isinstance(choices, list) and any(isinstance(c, dict) and _is_prompt(c.get("prompt_token_ids"), prompt)
+                                         for c in choices):
+        kept = []
+        for i, c in enumerate(choices):
+            if isinstance(c, dict) and _is_prompt(c.get("prompt_token_ids"), prompt):
+                c = {k: v for k, v in c.items() if k != "prompt_token_ids"}
+                paths.append(["choices", i, "prompt_token_ids"])
+            kept.append(c)
+        response = {**response, "choices": kept}
+    return response, paths
+
+
+def _is_prompt(value: Any, prompt: list[int]) -> bool:
+    return value is prompt or (type(value) is list and len(value) == len(prompt) and value == prompt)
+
+
+def restore_prompt(response: Any, paths: list[list[Any]], prompt: list[int]) -> Any:
+    """The stored response with the prompt's token IDs back where ``elide_prompt`` took them out."""
+    for path in paths:
+        at = response
+        for key in path[:-1]:
+            at = at[key]
+        at[path[-1]] = list(prompt)
+    return response
 
 
 def seq_leaf(leaf: Leaf) -> SeqLeaf:
@@ -225,15 +264,18 @@ def decode_call(row: RowLike, prompt: bytes, request: dict[str, Any]) -> Call:
             ChoiceTokens(decode_ids(ids[id_at:id_end]), decode_floats(logprobs[lp_at:lp_end]), finish)
         )
         id_at, lp_at = id_end, lp_end
-    response = row["response"]
+    prompt_ids = decode_ids(prompt)
+    response = None if row["response"] is None else orjson.loads(row["response"])
+    if response is not None and row["response_elided"]:
+        response = restore_prompt(response, orjson.loads(row["response_elided"]), prompt_ids)
     return Call(
         rollout_id=row["rollout_id"],
         index=row["call_index"],
         api=ApiKind(row["api"]),
         status=CallStatus(row["status"]),
         request=request,
-        response=None if response is None else orjson.loads(response),
-        prompt_token_ids=decode_ids(prompt),
+        response=response,
+        prompt_token_ids=prompt_ids,
         choices=choices,
         policy_version=row["policy_version"],
         requested_model=row["requested_model"],

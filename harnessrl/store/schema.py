@@ -12,11 +12,15 @@ tokens of the parent call's prompt + choice-0 completion, then the suffix. ``cho
 ``completion_logprobs`` (all choices concatenated) split per choice. ``request`` likewise holds only
 what the parent's request lacks: ``request_keep`` (JSON ``{key: n}``, NULL if nothing is shared) says
 that top-level list or string ``key`` starts with the first ``n`` items of the parent's.
+``response`` leaves out what repeats the call's own prompt: ``response_elided`` (JSON, NULL if nothing) lists
+the paths (``[["prompt_token_ids"]]``, ``[["choices", 0, "prompt_token_ids"]]``) whose value was exactly
+the prompt's token IDs, which a client that asks for token IDs is sent (vLLM's ``return_token_ids``): with
+a long agent prompt they were most of the row.
 
 Retention (``harnessrl purge``, ``retention.py``) empties a rollout's calls all at once, so no kept call
-ever refers to a purged parent: ``purged_at`` set means ``request`` is ``{}``, ``request_keep`` and
-``response`` NULL and the three arrays empty, while every other column (ids, times, status, policy
-version, latency, ``prompt_len``, ``choices``) stays. ``runs.ended_at`` says a run no longer needs its data.
+ever refers to a purged parent: ``purged_at`` set means ``request`` is ``{}``, ``request_keep``,
+``response`` and ``response_elided`` NULL and the three arrays empty, while every other column (ids, times,
+status, policy version, latency, ``prompt_len``, ``choices``) stays. ``runs.ended_at`` says a run no longer needs its data.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ Dialect = Literal["sqlite", "postgresql"]
 _CREATE_TABLE = re.compile(r"CREATE TABLE IF NOT EXISTS (\w+)")
 
 #: Bump when the tables change and add the step to ``MIGRATIONS``.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: ``MIGRATIONS[v]`` upgrades a database from version ``v`` to ``v + 1``.
 _TASK_INDEX = "CREATE INDEX IF NOT EXISTS rollouts_by_task ON rollouts (run_id, task_id, created_at, id)"
@@ -46,6 +50,7 @@ MIGRATIONS: dict[int, list[str]] = {
     3: [],  # judge calls of a rollout: their tables are the feature's (``judge_calls.py``)
     4: [],  # production mode: deployments, app keys, sessions, feedback, canary (``deployments.py``,
     #         ``feedback.py``, ``canary.py``)
+    5: ["ALTER TABLE calls ADD COLUMN response_elided TEXT"],  # a response's copy of the prompt, not stored twice
 }
 
 
@@ -136,6 +141,7 @@ CREATE TABLE IF NOT EXISTS calls (
     fidelity_reason TEXT,
     created_at DOUBLE PRECISION NOT NULL,
     purged_at DOUBLE PRECISION,
+    response_elided TEXT,
     PRIMARY KEY (rollout_id, call_index)
 );
 CREATE TABLE IF NOT EXISTS rewards (

@@ -653,8 +653,9 @@ class SqlStore(Store):
                     f"SELECT COUNT(*) AS n, {call_bytes} AS bytes FROM calls WHERE rollout_id{ic}", ia
                 ).fetchone()
                 conn.execute(
-                    f"UPDATE calls SET request = '{{}}', request_keep = NULL, response = NULL, prompt_suffix = {p},"
-                    f" completion_ids = {p}, completion_logprobs = {p}, purged_at = {p} WHERE rollout_id{ic}",
+                    f"UPDATE calls SET request = '{{}}', request_keep = NULL, response = NULL, response_elided = NULL,"
+                    f" prompt_suffix = {p}, completion_ids = {p}, completion_logprobs = {p}, purged_at = {p}"
+                    f" WHERE rollout_id{ic}",
                     [b"", b"", b"", now, *ia])  # fmt: skip
                 conn.execute(f"UPDATE rollouts SET logs = NULL, purged_at = {p} WHERE id{ic}", [now, *ia])
             runs.update(r["run_id"] for r in rows if r["run_id"] is not None)

@@ -102,11 +102,12 @@ def test_a_version_3_sqlite_database_migrates_to_judge_calls(tmp_path: Path) -> 
         assert "judge_calls" not in {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     _check_migrated(f"sqlite:///{path}")
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)] == [(5,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)] == [(6,)]
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-        # every later step ran too: judge calls (v4), then production mode's tables (v5)
+        # every later step ran too: judge calls (v4), production mode's tables (v5), a response's elided prompt (v6)
         assert {"judge_calls_by_cache", "deployments", "app_keys", "sessions", "feedback",
                 "canary_decisions", "sessions_by_window"} <= names
+        assert "response_elided" in {r[1] for r in conn.execute("PRAGMA table_info(calls)")}
 
 
 def test_a_version_3_postgres_database_migrates_to_judge_calls() -> None:
@@ -124,7 +125,7 @@ def test_a_version_3_postgres_database_migrates_to_judge_calls() -> None:
         _check_migrated(f"{base}{'&' if '?' in base else '?'}schema={schema}")
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'SET search_path TO "{schema}"')
-            assert conn.execute("SELECT version FROM schema_version").fetchall() == [(5,)]
+            assert conn.execute("SELECT version FROM schema_version").fetchall() == [(6,)]
             tables = {r[0] for r in conn.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))}
             assert {"judge_calls", "deployments", "app_keys", "sessions", "feedback", "canary_decisions"} <= tables

@@ -3,11 +3,11 @@
 Every sampled call of every rollout takes one of a few fixed paths (``/r/<rollout>/v1/chat/completions``, ...).
 Through Starlette it passed two middlewares, each wrapping ``send``, and a router testing the path against
 every route's regex in turn: 5% of the gateway's Python samples at concurrency 1 (py-spy), half of which this
-lane takes away (the ``Request`` and ``Response`` objects stay). This front matches those
-paths with string operations and calls the same handlers with the same ``Request``; anything else (admin,
-rewards, model lists, dashboards, plug-ins, a wrong method or path) goes to the Starlette app as before, so its
-404/405 answers and routing are unchanged. An exception raised here reaches uvicorn, which answers 500 when
-nothing was sent yet and logs it, as Starlette's error middleware did.
+lane takes away (the ``Request`` and ``Response`` objects stay). It matches those paths with string operations
+and calls the same handlers with the same ``Request``; anything else (admin, rewards, model lists, dashboards,
+plug-ins, a wrong method or path) goes to the Starlette app as before, so its 404/405 answers and routing are
+unchanged. An exception raised here reaches uvicorn, which answers 500 when nothing was sent yet and logs it,
+as Starlette's error middleware did.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ a long agent prompt they were most of the row.
 Retention (``harnessrl purge``, ``retention.py``) empties a rollout's calls all at once, so no kept call
 ever refers to a purged parent: ``purged_at`` set means ``request`` is ``{}``, ``request_keep``,
 ``response`` and ``response_elided`` NULL and the three arrays empty, while every other column (ids, times,
-status, policy version, latency, ``prompt_len``, ``choices``) stays. ``runs.ended_at`` says a run no longer needs its data.
+status, policy version, latency, ``prompt_len``, ``choices``) stays. ``runs.ended_at`` says a run no longer
+needs its data.
 """
 
 from __future__ import annotations

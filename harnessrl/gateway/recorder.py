@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from harnessrl.gateway.errors import StoreUnavailable
 from harnessrl.redaction.text import Redactor
-from harnessrl.redaction.tokens import TokenRedactor
+from harnessrl.redaction.tokens import TokenRedactor, without_fields
 from harnessrl.store.base import NewCall, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -253,14 +253,7 @@ class Recorder:
 
 def _text_of(response: dict[str, Any] | None) -> dict[str, Any] | None:
     """``response`` as the secret search reads it: without its token-ID arrays (``ID_FIELDS``)."""
-    if not isinstance(response, dict):
-        return response
-    out = {k: v for k, v in response.items() if k not in ID_FIELDS}
-    choices = out.get("choices")
-    if isinstance(choices, list):
-        out["choices"] = [{k: v for k, v in c.items() if k not in ID_FIELDS} if isinstance(c, dict) else c
-                          for c in choices]
-    return out
+    return without_fields(response, ID_FIELDS)
 
 
 def record_on(setting: bool | str) -> RecordOn:

@@ -23,7 +23,7 @@ import copy
 import itertools
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,18 @@ MAX_ROUNDS = 3
 #: Fields of a stored response (and its choices) that carry tokens: removed from a redacted call's record.
 TOKEN_FIELDS = ("logprobs", "token_ids", "prompt_token_ids", "prompt_logprobs")
 Span = tuple[int, int]
+
+
+def without_fields(response: Any, fields: Collection[str]) -> Any:
+    """A copy of a response without ``fields`` at its top level and in each of its choices (where per-token
+    data sits in the OpenAI-shaped answers); anything but a dict is returned as it is."""
+    if not isinstance(response, dict):
+        return response
+    out = {k: v for k, v in response.items() if k not in fields}
+    if isinstance(out.get("choices"), list):
+        out["choices"] = [{k: v for k, v in ch.items() if k not in fields} if isinstance(ch, dict) else ch
+                          for ch in out["choices"]]
+    return out
 
 
 def _is_byte_level(tokenizer: Any) -> bool:
@@ -153,12 +165,7 @@ class TokenRedactor:
     def _scrub_json(self, call: NewCall) -> None:
         """Per-token data in the stored request/response (logprob token strings and bytes, token ID
         lists) would spell the secret too: a redacted call keeps them only in its (scrubbed) arrays."""
-        if isinstance(call.response, dict):
-            resp = {k: v for k, v in call.response.items() if k not in TOKEN_FIELDS}
-            if isinstance(resp.get("choices"), list):
-                resp["choices"] = [{k: v for k, v in ch.items() if k not in TOKEN_FIELDS}
-                                   if isinstance(ch, dict) else ch for ch in resp["choices"]]
-            call.response = resp
+        call.response = without_fields(call.response, TOKEN_FIELDS)
         if isinstance(call.request, dict) and isinstance(call.request.get("prompt"), list):
             prompt = call.request["prompt"]
             if any(not isinstance(p, str) for p in prompt):  # token IDs: never stored as sent

@@ -27,8 +27,11 @@ def test_commits_durably_and_continues_the_rollouts_prefix(tmp_path: Path) -> No
         assert store.record_calls_nowait([make_call(rid, [1, 2, 3], [4, 5])]) == [0]
         assert store.record_calls_nowait([make_call(rid, [1, 2, 3, 4, 5, 6], [7])]) == [1]
         assert store.record_calls_nowait([]) == []
-        # the connection's settings are back where every other write expects them
-        writer = store._writer()
+        # its own connection neither waits nor checkpoints; every other write keeps SQLite's defaults
+        nowait, writer = store._nowait_writer(), store._writer()
+        assert nowait is not writer
+        assert nowait.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+        assert nowait.execute("PRAGMA busy_timeout").fetchone()[0] == 0
         assert writer.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == WAL_AUTOCHECKPOINT
         assert writer.execute("PRAGMA busy_timeout").fetchone()[0] == 30_000
     with SqliteStore(db) as again:  # committed: a new process reads both, the second one as an extension
@@ -96,5 +99,35 @@ def test_a_failing_batch_is_rolled_back_whole(tmp_path: Path) -> None:
         else:
             raise AssertionError("a call of an unknown rollout was accepted")
         assert store.get_calls(rid) == []
-        assert not store._writer().in_transaction
+        assert not store._nowait_writer().in_transaction
         assert store.record_calls_nowait([make_call(rid, [1], [2])]) == [0]
+
+
+def test_nowait_and_waiting_writes_interleave_on_one_rollout(tmp_path: Path) -> None:
+    """Two connections write one rollout's calls in turn: each continues the other's indices and prefix."""
+    db = tmp_path / "s.db"
+    with SqliteStore(db) as store:
+        rid = _rollout(store)
+        prompt: list[int] = []
+        for i in range(6):
+            prompt = [*prompt, 10 + i, 20 + i]
+            call = make_call(rid, prompt, [30 + i])
+            got = store.record_calls_nowait([call]) if i % 2 else store.record_calls([call])
+            assert got == [i]
+    with SqliteStore(db) as again:
+        calls = again.get_calls(rid)
+        assert [c.index for c in calls] == list(range(6))
+        assert calls[-1].prompt_token_ids == prompt
+
+
+def test_the_nowait_connection_closes_with_the_store(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "s.db")
+    store.record_calls_nowait([make_call(_rollout(store), [1], [2])])
+    nowait = store._nowait_writer()
+    store.close()
+    try:
+        nowait.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        pass
+    else:
+        raise AssertionError("the nowait connection outlived the store")

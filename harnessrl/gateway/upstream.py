@@ -20,6 +20,9 @@ from urllib.parse import urlsplit
 
 import httptools
 
+#: Parsed (method, URL)s kept: engine URLs and their paths, a handful; cleared past this (URLs from outside).
+MAX_TARGETS = 256
+
 
 class UpstreamClosed(ConnectionError):
     """The engine closed the connection before the response was complete."""
@@ -171,6 +174,10 @@ class UpstreamResponse:
             await self._wakeup
 
     async def read(self) -> bytes:
+        if self._complete:  # the whole body came already (a short answer: one read): no async generator
+            data = b"".join(self._chunks)
+            self._chunks.clear()
+            return data
         parts = [chunk async for chunk in self.iter_chunks()]
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
@@ -207,6 +214,7 @@ class UpstreamClient:
 
     def __init__(self, timeout_s: float = 600.0, connect_timeout_s: float = 5.0) -> None:
         self._pools: dict[tuple[str, int], _HostPool] = {}
+        self._targets: dict[tuple[str, str], tuple[_HostPool, bytes]] = {}
         self._timeout = timeout_s
         self._connect_timeout = connect_timeout_s
 
@@ -219,16 +227,11 @@ class UpstreamClient:
         ``timeout_s`` without a byte of the answer fails it, unless ``stall_check`` (asked then) says the
         engine lives: then it waits again."""
         timeout = self._timeout if timeout_s is None else timeout_s
-        parts = urlsplit(url)
-        if parts.scheme != "http":
-            raise ValueError(f"engine URL {url!r}: only http:// is supported on the engine hop")
-        host, port = parts.hostname or "127.0.0.1", parts.port or 80
-        pool = self._pools.get((host, port))
-        if pool is None:
-            pool = self._pools[(host, port)] = _HostPool(host, port)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Length: {len(body)}\r\n"
-                "Accept: */*\r\n").encode()
+        target = self._targets.get((method, url))
+        if target is None:
+            target = self._target(method, url)
+        pool, start = target
+        head = start + b"Content-Length: %d\r\nAccept: */*\r\n" % len(body)
         if body:
             head += b"Content-Type: " + content_type + b"\r\n"
         payload = head + b"\r\n" + body
@@ -248,6 +251,23 @@ class UpstreamClient:
         resp = self._send(conn, payload, timeout, stall_check)
         await resp._headers
         return resp
+
+    def _target(self, method: str, url: str) -> tuple[_HostPool, bytes]:
+        """The pool and the request line + Host header of ``method url``: parsed once per URL (the gateway
+        posts to a few engine URLs, every call)."""
+        parts = urlsplit(url)
+        if parts.scheme != "http":
+            raise ValueError(f"engine URL {url!r}: only http:// is supported on the engine hop")
+        host, port = parts.hostname or "127.0.0.1", parts.port or 80
+        pool = self._pools.get((host, port))
+        if pool is None:
+            pool = self._pools[(host, port)] = _HostPool(host, port)
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        if len(self._targets) >= MAX_TARGETS:  # URLs from outside (an admin's engine list): stay bounded
+            self._targets.clear()
+        start = f"{method} {path} HTTP/1.1\r\nHost: {host}:{port}\r\n".encode()
+        target = self._targets[(method, url)] = (pool, start)
+        return target
 
     async def post(self, url: str, body: bytes,
                    stall_check: Callable[[], Awaitable[bool]] | None = None) -> UpstreamResponse:

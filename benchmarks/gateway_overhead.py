@@ -46,9 +46,15 @@ def free_port() -> int:
 
 
 def cpu_s(pid: int) -> float:
-    """User+system CPU seconds of a process (robust to other load on a shared machine, unlike latency)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds of a process, all its threads (robust to other load on a shared machine, unlike latency).
+
+    Read from the process's CPU-time clock (Linux's ``clock_getcpuclockid``: nanoseconds), else from
+    /proc's stat in clock ticks: 10 ms, a 0.025 ms step in 400 calls, 5% of a 0.5 ms call."""
+    try:
+        return time.clock_gettime(((~pid) << 3) | 2)  # MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+    except OSError:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rss_kb(pid: int) -> int:

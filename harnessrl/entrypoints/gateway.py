@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from harnessrl.config import ConfigError, load_config
     from harnessrl.engines.url_check import check_engine_urls_or_exit
     from harnessrl.gateway import Gateway
+    from harnessrl.gateway.app import SERVE_OPTIONS
     from harnessrl.gateway.serving_gc import tune_for_serving
     from harnessrl.production.plugin import gateway_plugins
     from harnessrl.store import open_store
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     tune_for_serving()  # startup is done: its objects frozen, young collections rarer (serving_gc.py)
     try:
         uvicorn.run(gateway.app, host=config.host, port=config.port, log_level=args.log_level.lower(),
-                    access_log=False, timeout_keep_alive=60, backlog=4096)
+                    **SERVE_OPTIONS)
     finally:
         store.close()
     return 0

@@ -84,3 +84,24 @@ def test_a_handler_that_raises_is_answered_500_and_serving_goes_on(gw) -> None:
     assert failed.status_code == 500
     with httpx.Client(timeout=30) as c:
         assert c.post(f"{r.base_url}/chat/completions", headers=h, json=body).status_code == 200
+
+
+def test_proxy_headers_reach_starlettes_routes_not_the_lane(gw) -> None:
+    """uvicorn's ProxyHeadersMiddleware wraps Starlette's routes only: a same-host TLS proxy's
+    X-Forwarded-Proto still makes the admin API hand out https base URLs, and a call through the lane is
+    served and recorded alike with or without it (the lane reads neither the scheme nor the client)."""
+    admin = {"Authorization": f"Bearer {gw.gateway.admin_token}"}
+    body = {"task_id": "t", "group_id": "g"}
+    with httpx.Client(timeout=30) as c:
+        plain = c.post(f"{gw.url}/admin/rollouts", headers=admin, json=body).json()
+        proxied = c.post(f"{gw.url}/admin/rollouts", json=body,
+                         headers={**admin, "X-Forwarded-Proto": "https", "X-Forwarded-For": "10.1.2.3"}).json()
+        assert plain["base_url"].startswith("http://127.0.0.1:")
+        assert proxied["base_url"] == plain["base_url"].replace("http://", "https://", 1).replace(
+            plain["rollout_id"], proxied["rollout_id"])
+        call = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        for headers in ({}, {"X-Forwarded-Proto": "https", "X-Forwarded-For": "10.1.2.3"}):
+            url = f"{gw.url}/r/{proxied['rollout_id']}/v1/chat/completions"
+            r = c.post(url, json=call, headers={**headers, "Authorization": f"Bearer {proxied['api_key']}"})
+            assert r.status_code == 200, r.text
+    assert len(gw.store.get_calls(proxied["rollout_id"])) == 2

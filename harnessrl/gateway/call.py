@@ -41,7 +41,7 @@ from harnessrl.gateway.errors import (
     UpstreamError,
 )
 from harnessrl.gateway.fidelity import classify_prompt, joined, pack
-from harnessrl.gateway.http import api_key, read_json
+from harnessrl.gateway.http import api_key, read_json, send_json
 from harnessrl.gateway.pause_gate import PauseGate
 from harnessrl.gateway.pool import STREAM_ERRORS, Engine, EnginePool
 from harnessrl.gateway.recorder import Recorder, RecorderClosed
@@ -55,6 +55,8 @@ from harnessrl.types import ApiKind, Call, CallStatus, ChoiceTokens
 
 log = logging.getLogger(__name__)
 PATHS = {ApiKind.CHAT: "/chat/completions", ApiKind.COMPLETIONS: "/completions"}
+#: A call still being served after this long starts watching for its harness to leave (``_serve_while_connected``).
+WATCH_AFTER_S = 0.2
 #: Sampling fields copied into the token-level request of gateway render mode.
 _RENDER_COPY = ("temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
                 "repetition_penalty", "seed", "n", "max_tokens", "stop", "logit_bias")
@@ -335,10 +337,13 @@ class ModelCall:
         """Serve the call unless the harness goes away first (killed at its time limit): then the engine
         request is cancelled and the call recorded as cancelled at once -- with how long it waited -- not
         whenever the engine would have answered (after the controller has closed the rollout). The call is
-        served in this task; a watcher task cancels it if the harness leaves (one task, not two and a wait)."""
+        served in this task; a watcher task cancels it if the harness leaves (one task, not two and a wait).
+        The watcher starts once the call has taken ``WATCH_AFTER_S``: a short call never needs one (a task
+        per call, ~3% of a fast call's CPU), and a harness that left meanwhile is seen as soon as it starts."""
         task = asyncio.current_task()
         assert task is not None
         serving, left = True, False
+        gone: asyncio.Future | None = None
 
         def on_gone(gone: asyncio.Future) -> None:
             nonlocal left
@@ -346,8 +351,12 @@ class ModelCall:
                 left = True
                 task.cancel()
 
-        gone = asyncio.ensure_future(_disconnected(receive))
-        gone.add_done_callback(on_gone)
+        def watch() -> None:
+            nonlocal gone
+            gone = asyncio.ensure_future(_disconnected(receive))
+            gone.add_done_callback(on_gone)
+
+        timer = asyncio.get_running_loop().call_later(WATCH_AFTER_S, watch)
         try:
             await self._serve(plan)
         except asyncio.CancelledError:
@@ -361,7 +370,9 @@ class ModelCall:
                 raise  # cancelled from outside, not by the harness leaving
         finally:
             serving = False
-            gone.cancel()
+            timer.cancel()
+            if gone is not None:
+                gone.cancel()
 
     def _render(self) -> dialect.Plan:
         """Gateway render mode: the prompt's token ids from the renderer, sent to the engine's /completions."""
@@ -466,8 +477,8 @@ class ModelCall:
         if p.stream:
             await Response(events, media_type=media_type, headers=headers)(self._scope, None, self._send)
         else:
-            await Response(orjson.dumps(response), media_type="application/json",
-                           headers=headers)(self._scope, None, self._send)
+            await send_json(self._send, orjson.dumps(response),
+                            [(b"x-harnessrl-call-index", b"%d" % index)] if self.state.record else None)
 
     def _parse_rendered(self, out: dict) -> tuple[list[int], list[ChoiceTokens], dict]:
         """The chat answer for the sampled tokens of a rendered prompt (gateway render mode)."""

@@ -1,4 +1,5 @@
-"""Reading what a harness sent: its API key and its JSON body (bounded before it is read whole)."""
+"""Reading what a harness sent (its API key, its JSON body bounded before it is read whole) and sending
+a model call's JSON answer."""
 
 from __future__ import annotations
 
@@ -38,3 +39,13 @@ async def read_json(request: Request, max_bytes: int) -> Any:
         return orjson.loads(b"".join(chunks))
     except orjson.JSONDecodeError as exc:
         raise BadRequest(f"malformed JSON body: {exc}") from None
+
+
+async def send_json(send: Any, body: bytes, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """A 200 JSON answer as its two ASGI messages: what Starlette's ``Response(body,
+    media_type="application/json")`` sends, without building that object for every model call."""
+    raw = [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json")]
+    if headers:
+        raw += headers
+    await send({"type": "http.response.start", "status": 200, "headers": raw})
+    await send({"type": "http.response.body", "body": body})

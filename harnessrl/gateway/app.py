@@ -29,6 +29,7 @@ from harnessrl.gateway.admin import AdminApi, json_response
 from harnessrl.gateway.apis import gemini
 from harnessrl.gateway.call import CallHandler, Services, error_response
 from harnessrl.gateway.call_lane import CallLane
+from harnessrl.gateway.call_lane import routes as call_routes
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.gateway.engine_hop import EngineHop
 from harnessrl.gateway.errors import BadRequest, GatewayError, RolloutClosedError
@@ -160,11 +161,8 @@ class Gateway:
         admin = self.admin
         r = admin.route
         routes = [
-            Route("/r/{rollout}/v1/chat/completions", self._chat, methods=["POST"]),
-            Route("/r/{rollout}/v1/completions", self._completions, methods=["POST"]),
-            Route("/r/{rollout}/v1/messages", self._messages, methods=["POST"]),
+            *call_routes(self.calls.handle),  # the model calls: see CallLane (they rarely get this far)
             Route("/r/{rollout}/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
-            Route("/r/{rollout}/v1/responses", self._responses, methods=["POST"]),
             Route("/r/{rollout}/v1/models", self._models, methods=["GET"]),
             *self._gemini_routes(),
             Route("/r/{rollout}/reward", self._reward, methods=["POST"]),
@@ -192,10 +190,9 @@ class Gateway:
         routes = [Route("/r/{rollout}/v1beta/models", self._models, methods=["GET"])]
         for version in ("v1beta", "v1"):
             base = f"/r/{{rollout}}/{version}/models/{{model}}"
-            routes += [Route(f"{base}:generateContent", self._gemini, methods=["POST"]),
-                       Route(f"{base}:streamGenerateContent", self._gemini, methods=["POST"]),
-                       Route(f"{base}:countTokens", self._gemini_count_tokens, methods=["POST"]),
-                       # after the actions, which it would match too: one model, or an action not served
+            routes += [Route(f"{base}:countTokens", self._gemini_count_tokens, methods=["POST"]),
+                       # after the actions (call_routes, first), which it would match too: one model, or
+                       # an action not served
                        Route(base, self._model, methods=["GET", "POST"])]
         return routes
 
@@ -205,18 +202,6 @@ class Gateway:
         self.routes.router.routes.append(Mount(path, app=app))
 
     # -- harness routes -------------------------------------------------------------------------------
-    async def _chat(self, request: Request) -> Response:
-        return await self.calls.handle(request, ApiKind.CHAT)
-
-    async def _completions(self, request: Request) -> Response:
-        return await self.calls.handle(request, ApiKind.COMPLETIONS)
-
-    async def _responses(self, request: Request) -> Response:
-        return await self.calls.handle(request, ApiKind.RESPONSES)
-
-    async def _messages(self, request: Request) -> Response:
-        return await self.calls.handle(request, ApiKind.ANTHROPIC_MESSAGES)
-
     async def _count_tokens(self, request: Request) -> Response:
         """Anthropic's token counting (Claude Code sizes its context with it): not a sampled call."""
         try:
@@ -232,9 +217,6 @@ class Gateway:
         if request.method != "GET" or ":" in request.path_params["model"]:
             raise HTTPException(404)
         return await self._models(request)
-
-    async def _gemini(self, request: Request) -> Response:
-        return await self.calls.handle(request, ApiKind.GEMINI)
 
     async def _gemini_count_tokens(self, request: Request) -> Response:
         """Gemini's countTokens (its CLI sizes its context with it): not a sampled call, not recorded."""

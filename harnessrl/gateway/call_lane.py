@@ -7,20 +7,26 @@ lane takes away (the ``Request`` and ``Response`` objects stay). It matches thos
 and calls the same handlers with the same ``Request``; anything else (admin, rewards, model lists, dashboards,
 plug-ins, a wrong method or path) goes to the Starlette app as before, so its 404/405 answers and routing are
 unchanged. An exception raised here reaches uvicorn, which answers 500 when nothing was sent yet and logs it,
-as Starlette's error middleware did.
+as Starlette's error middleware did. Starlette's routes for these paths are built from the same table
+(``routes``): they answer what the lane passes on there (a wrong method, a request under a ``root_path``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+import functools
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
 from starlette.requests import Request
+from starlette.routing import Route
 
 from harnessrl.types import ApiKind
 
-#: A harness route's handler: the call handler's ``handle`` for one API (returns an ASGI response).
-Handle = Callable[[Request, ApiKind], Awaitable[Any]]
+
+class Handle(Protocol):
+    """A harness route's handler: the call handler's ``handle`` for one API (returns an ASGI response)."""
+
+    def __call__(self, request: Request, api: ApiKind) -> Awaitable[Any]: ...
 
 #: The path after ``/r/<rollout>/`` of each model-call route (POST only), and its API.
 PATHS: dict[str, ApiKind] = {
@@ -55,6 +61,18 @@ def match(path: str) -> tuple[ApiKind, dict[str, str]] | None:
                         return ApiKind.GEMINI, {"rollout": rollout, "model": model}
             return None
     return None
+
+
+def routes(handle: Handle) -> list[Route]:
+    """The lane's paths as Starlette routes, POST only, each calling ``handle`` with its API: Starlette
+    answers a wrong method on them (405, in the API's error shape) and serves them under a ``root_path``, so
+    the two cannot disagree on what a model call is. Gemini's actions before any route matching a bare model."""
+    found = [Route(f"/r/{{rollout}}/{rest}", functools.partial(handle, api=api), methods=["POST"])
+             for rest, api in PATHS.items()]
+    for version in GEMINI_VERSIONS:
+        found += [Route(f"/r/{{rollout}}/{version}{{model}}{action}", functools.partial(handle, api=ApiKind.GEMINI),
+                        methods=["POST"]) for action in GEMINI_ACTIONS]
+    return found
 
 
 class CallLane:

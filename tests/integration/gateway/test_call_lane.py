@@ -4,12 +4,13 @@ answered 500 by the server and the gateway goes on serving."""
 
 from __future__ import annotations
 
+import functools
+
 import httpx
 import pytest
 from starlette.routing import Match
 
 from harnessrl.gateway.call_lane import GEMINI_ACTIONS, PATHS, match
-from harnessrl.types import ApiKind
 
 ROLLOUTS = ["abc", "r-1.x", "", "a b", "a:b"]
 RESTS = [*PATHS, "v1/messages/count_tokens", "v1/models", "v1beta/models", "reward", "", "v1/chat/completions/",
@@ -33,14 +34,13 @@ def _starlette_route(gateway, path: str, method: str) -> tuple[object, dict] | N
 @pytest.mark.parametrize("method", ["POST", "GET"])
 def test_lane_matches_what_starlette_routes_to_a_call(gw, method: str) -> None:
     g = gw.gateway
-    calls = {g._chat: ApiKind.CHAT, g._completions: ApiKind.COMPLETIONS, g._messages: ApiKind.ANTHROPIC_MESSAGES,
-             g._responses: ApiKind.RESPONSES, g._gemini: ApiKind.GEMINI}
     lane_hits = 0
     for path in PATHS_TRIED:
         routed = _starlette_route(g, path, method)
         expected = None
-        if routed is not None and routed[0] in calls:
-            expected = (calls[routed[0]], routed[1])
+        # a call route's endpoint: the call handler with its API bound (call_lane.routes)
+        if routed is not None and isinstance(routed[0], functools.partial) and routed[0].func == g.calls.handle:
+            expected = (routed[0].keywords["api"], routed[1])
         got = match(path) if method == "POST" else None  # the lane takes POSTs only
         assert got == expected, path
         lane_hits += got is not None

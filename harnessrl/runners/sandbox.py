@@ -25,9 +25,11 @@ import functools
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -276,10 +278,47 @@ def sandbox_env(env: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+#: Bridge folders: ``<tmp>/hrl-gw-<random>/gw.sock``.
+BRIDGE_PREFIX, BRIDGE_SOCKET = "hrl-gw-", "gw.sock"
+#: A bridge folder left by a controller that was killed (SIGKILL: no ``aclose``) is removed by the next
+#: process to start a bridge, once it is this old and no process has its socket bound.
+STALE_BRIDGE_S = 600.0
+
+
+def sweep_stale_bridges(root: str | Path | None = None, min_age_s: float = STALE_BRIDGE_S) -> list[Path]:
+    """Remove the bridge folders of controllers that died without closing them: this user's, older than
+    ``min_age_s`` (a young one may be another controller's, its socket not bound yet) and with a socket no
+    process has bound (``/proc/net/unix``; without it, nothing is removed). Returns what was removed."""
+    try:
+        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    bound = {fields[7] for line in lines if len(fields := line.split()) >= 8}
+    removed, now = [], time.time()
+    for folder in Path(root or tempfile.gettempdir()).glob(BRIDGE_PREFIX + "*"):
+        try:
+            st = folder.lstat()
+        except OSError:
+            continue
+        if (not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or now - st.st_mtime < min_age_s
+                or str(folder / BRIDGE_SOCKET) in bound):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+@functools.cache
+def _sweep_once() -> None:
+    if removed := sweep_stale_bridges():
+        logger.info("removed %d sandbox relay folders left by killed controllers", len(removed))
+
+
 class GatewayBridge:
     """The outside end of the relay: a unix socket whose every connection is piped to the gateway's TCP port.
 
-    One per attempt, in a private temporary folder (unix socket paths must stay under 108 bytes).
+    One per attempt, in a private temporary folder (unix socket paths must stay under 108 bytes); the first
+    bridge a process starts removes those that killed controllers left (``sweep_stale_bridges``).
     """
 
     def __init__(self, host: str, port: int) -> None:
@@ -289,8 +328,9 @@ class GatewayBridge:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> Path:
-        self._dir = tempfile.mkdtemp(prefix="hrl-gw-")
-        path = Path(self._dir) / "gw.sock"
+        _sweep_once()
+        self._dir = tempfile.mkdtemp(prefix=BRIDGE_PREFIX)
+        path = Path(self._dir) / BRIDGE_SOCKET
         self._server = await asyncio.start_unix_server(self._accept, path=str(path))
         return path
 

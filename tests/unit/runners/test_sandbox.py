@@ -164,3 +164,35 @@ def test_cancelling_an_attempt_with_an_open_gateway_connection_is_clean(
     gateway.close()
     assert "Exception in callback" not in caplog.text and "Traceback" not in caplog.text
     assert wait_gone(code)
+
+
+def test_relay_folders_left_by_killed_controllers_are_swept(tmp_path: Path) -> None:
+    """A folder whose socket no process has bound and that is old enough goes; a live relay (socket bound,
+    however old), a young folder (its controller may not have bound yet) and other folders stay."""
+    old = time.time() - 2 * sandbox_mod.STALE_BRIDGE_S
+
+    def bridge(name: str, *, listening: bool, age: float | None) -> tuple[Path, socket.socket]:
+        folder = tmp_path / f"{sandbox_mod.BRIDGE_PREFIX}{name}"
+        folder.mkdir()
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(folder / sandbox_mod.BRIDGE_SOCKET))
+        if listening:
+            s.listen()
+        else:
+            s.close()  # its controller was killed: the socket file stays, bound by no one
+        if age is not None:
+            os.utime(folder, (age, age))
+        return folder, s
+
+    dead, _ = bridge("dead", listening=False, age=old)
+    live, live_sock = bridge("live", listening=True, age=old)
+    young, _ = bridge("young", listening=False, age=None)
+    other = tmp_path / "hrl-other"
+    other.mkdir()
+    os.utime(other, (old, old))
+    try:
+        assert sandbox_mod.sweep_stale_bridges(tmp_path) == [dead]
+        assert not dead.exists() and live.exists() and young.exists() and other.exists()
+        assert sandbox_mod.sweep_stale_bridges(tmp_path) == []
+    finally:
+        live_sock.close()

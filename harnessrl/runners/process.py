@@ -115,23 +115,46 @@ async def _terminate_group(pgid: int, leader: asyncio.Task[int] | None, grace_s:
 
 def _tagged(tag: str) -> list[int]:
     """PIDs of this user's processes whose environment holds ``TAG_ENV=tag`` (none where there is no /proc)."""
-    needle, me, found = f"{TAG_ENV}={tag}".encode(), os.getuid(), []
+    found = []
     with contextlib.suppress(OSError):
         for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            with contextlib.suppress(OSError):  # gone meanwhile, or not ours to read
-                if entry.stat().st_uid == me and needle in Path(entry.path, "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
+            if entry.name.isdigit() and _carries(int(entry.name), tag):
+                found.append(int(entry.name))
     return found
 
 
+def _carries(pid: int, tag: str) -> bool:
+    """Whether process ``pid`` is this user's and its environment holds ``TAG_ENV=tag``."""
+    try:
+        return (os.stat(f"/proc/{pid}").st_uid == os.getuid()
+                and f"{TAG_ENV}={tag}".encode() in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0"))
+    except OSError:  # gone meanwhile, or not ours to read
+        return False
+
+
 def _kill_escaped(tag: str, pgid: int) -> None:
-    """SIGKILL the processes that still carry the command's tag once its group is gone (daemons, setsid)."""
-    pids = _tagged(tag)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
+    """SIGKILL the processes that still carry the command's tag once its group is gone (daemons, setsid).
+
+    Through a pidfd opened before the tag is checked again: a process that exited after the scan and whose
+    PID went to another process is not the one the pidfd holds, and that one does not carry the tag."""
+    pids = []
+    for pid in _tagged(tag):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:  # gone meanwhile
+            continue
+        except OSError:  # no pidfds (Linux < 5.3): a plain kill, with the small race that has
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                pids.append(pid)
+            continue
+        try:
+            if _carries(pid, tag):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                    pids.append(pid)
+        finally:
+            os.close(pidfd)
     if pids:
         logger.info("pid %d: killed %d process(es) it started outside its process group: %s", pgid, len(pids),
                     pids)

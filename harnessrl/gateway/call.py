@@ -477,8 +477,7 @@ class ModelCall:
         if p.stream:
             await Response(events, media_type=media_type, headers=headers)(self._scope, None, self._send)
         else:
-            await send_json(self._send, orjson.dumps(response),
-                            [(b"x-harnessrl-call-index", b"%d" % index)] if self.state.record else None)
+            await send_json(self._send, orjson.dumps(response), [(k.encode(), v.encode()) for k, v in headers.items()])
 
     def _parse_rendered(self, out: dict) -> tuple[list[int], list[ChoiceTokens], dict]:
         """The chat answer for the sampled tokens of a rendered prompt (gateway render mode)."""

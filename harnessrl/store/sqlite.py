@@ -124,6 +124,8 @@ class SqliteStore(SqlStore):
             return self._writer()
         if self._nowait is None:
             self._writer()  # raises when closed
+            # Not ``_connect``: its ``journal_mode``/``auto_vacuum`` PRAGMAs wait (then fail) while another
+            # connection holds the write lock, on the event loop; these three never touch the file's locks.
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=0)
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")

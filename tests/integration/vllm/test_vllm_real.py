@@ -409,6 +409,25 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
     publisher = VllmLoraPublisher(FolderPublisher(tmp_path / "policies", tokenizer=tok), served.engine.urls,
                                   gateway=GatewayLink(gw.url, TOKEN), keep_old=True, retire_poll_s=0.1)
     trainer.publisher = publisher
+    # Each step of a publish, when it started and how long it took: a failure names the step that waited (CI's
+    # stop 49 saw a 113 s publish end with the generation; it never reproduced here, with or without load).
+    phases: list[str] = []
+    t0 = time.monotonic()
+
+    def timed(obj: object, name: str) -> None:
+        inner = getattr(obj, name)
+
+        def wrapper(*args: object, **kwargs: object) -> object:
+            t = time.monotonic()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                phases.append(f"{name} at +{t - t0:.2f} s took {time.monotonic() - t:.2f} s")
+        setattr(obj, name, wrapper)
+
+    for obj, name in ((publisher.folder, "publish"), (publisher, "_load"), (publisher.gateway, "switch"),
+                      (publisher, "retire")):
+        timed(obj, name)
 
     def perturb(seed: int) -> dict[str, torch.Tensor]:
         with torch.no_grad():
@@ -427,6 +446,7 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
         rid, client = _rollout(gw)
         text: list[str] = []
         failed: list[BaseException] = []
+        ended: list[float] = []
 
         def generate() -> None:  # a failed stream (a full disk, an HTTP error) must not read as a wait
             try:
@@ -435,6 +455,8 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
                     extra_body={"ignore_eos": True}) if c.choices))
             except BaseException as exc:  # reported by the assertions below
                 failed.append(exc)
+            finally:
+                ended.append(time.monotonic())
 
         long = threading.Thread(target=generate)
         long.start()
@@ -445,12 +467,23 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
         time.sleep(0.5)  # mid-generation
         assert not failed, f"the long generation failed before the update: {failed[0]!r}"
         perturb(21)
+        assert long.is_alive(), f"the generation ended before the update began ({len(text[0]) if text else 0} characters)"
+        phases.clear()
         t0 = time.monotonic()
         assert trainer.publish() == 2
         waited = time.monotonic() - t0
+        steps = ", ".join(phases)
+        print(f"\npublish during the generation took {waited:.2f} s: {steps}")  # noqa: T201
         assert not failed, f"the long generation failed during the update: {failed[0]!r}"
-        assert long.is_alive(), (f"the update waited for the generation in flight (publish took {waited:.2f} s; "
-                                 f"{len(text[0]) if text else 0} characters generated)")
+        if long.is_alive():
+            lora_log = ""
+        else:  # vLLM's own account (timestamps) of the adapter loads and its decode rate, for the failure message
+            lines = served.engine.servers[0].log_path.read_text(errors="replace").splitlines() \
+                if served.engine.servers else []
+            lora_log = "\n".join(line for line in lines if any(k in line for k in ("LoRA", "lora_adapter", "throughput")))
+        assert long.is_alive(), (f"the update waited for the generation in flight (publish took {waited:.2f} s: "
+                                 f"{steps}; the generation ended at +{ended[0] - t0 if ended else 0:.2f} s with "
+                                 f"{len(text[0]) if text else 0} characters); vLLM's log:\n{lora_log[-3000:]}")
         assert publisher.retiring == ["policy-v1"]
         rid2, client2 = _rollout(gw)
         _greedy(client2)  # meanwhile, on the new adapter

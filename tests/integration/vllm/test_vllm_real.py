@@ -412,7 +412,7 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
     # Each step of a publish, when it started and how long it took: a failure names the step that waited (CI's
     # stop 49 saw a 113 s publish end with the generation; it never reproduced here, with or without load).
     phases: list[str] = []
-    t0 = time.monotonic()
+    t0 = time.monotonic()  # reset when the publish under test begins
 
     def timed(obj: object, name: str) -> None:
         inner = getattr(obj, name)
@@ -475,15 +475,14 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
         steps = ", ".join(phases)
         print(f"\npublish during the generation took {waited:.2f} s: {steps}")  # noqa: T201
         assert not failed, f"the long generation failed during the update: {failed[0]!r}"
-        if long.is_alive():
-            lora_log = ""
-        else:  # vLLM's own account (timestamps) of the adapter loads and its decode rate, for the failure message
-            lines = served.engine.servers[0].log_path.read_text(errors="replace").splitlines() \
-                if served.engine.servers else []
+        alive = long.is_alive()  # read once: the log below is for the same answer the assertion gives
+        lora_log = ""
+        if not alive and served.engine.servers:  # vLLM's own account (timestamps) of the loads and decode rate
+            lines = served.engine.servers[0].log_path.read_text(errors="replace").splitlines()
             lora_log = "\n".join(line for line in lines if any(k in line for k in ("LoRA", "lora_adapter", "throughput")))
-        assert long.is_alive(), (f"the update waited for the generation in flight (publish took {waited:.2f} s: "
-                                 f"{steps}; the generation ended at +{ended[0] - t0 if ended else 0:.2f} s with "
-                                 f"{len(text[0]) if text else 0} characters); vLLM's log:\n{lora_log[-3000:]}")
+        assert alive, (f"the update waited for the generation in flight (publish took {waited:.2f} s: "
+                       f"{steps}; the generation ended at +{ended[0] - t0 if ended else 0:.2f} s with "
+                       f"{len(text[0]) if text else 0} characters); vLLM's log:\n{lora_log[-3000:]}")
         assert publisher.retiring == ["policy-v1"]
         rid2, client2 = _rollout(gw)
         _greedy(client2)  # meanwhile, on the new adapter

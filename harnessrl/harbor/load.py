@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harnessrl.environments.task_env import ContainerTests, TaskEnvironment
 from harnessrl.harbor.paths import relative_instruction
 from harnessrl.harbor.task_dir import (
     HarborTask,
@@ -28,6 +29,7 @@ from harnessrl.harbor.task_dir import (
     find_task_dirs,
     read_task_dir,
 )
+from harnessrl.harbor.verify import resolve_env
 from harnessrl.runners.spec import TaskAssets
 
 logger = logging.getLogger(__name__)
@@ -51,9 +53,11 @@ class HarborLoaded:
 
 
 def load_harbor_tasks(root: Path, cache: Path, *, runner_timeout_s: float,
-                      verifier_timeout_s: float) -> list[HarborLoaded]:
+                      verifier_timeout_s: float, container: bool = False) -> list[HarborLoaded]:
     """Every task under ``root`` (or ``root`` itself when it is one), laid out under ``cache``.
 
+    ``container``: the tasks run in their own image (``[runner] environment = "container"``, or a Kubernetes
+    pod): nothing is laid out, the instruction keeps its paths, the tests run in the container.
     Raises ``HarborTaskError`` naming the folder and file of the first malformed task. Says per task, at
     WARNING, that its environment was not built; once which tasks keep their own agent timeout, and which
     verifier timeouts the outer bound cuts short.
@@ -61,6 +65,11 @@ def load_harbor_tasks(root: Path, cache: Path, *, runner_timeout_s: float,
     loaded = []
     for folder in find_task_dirs(root):
         task = read_task_dir(folder)
+        if container:
+            env = task_environment(task)
+            loaded.append(HarborLoaded(task.id, {INSTRUCTION_KEY: task.instruction},
+                                       TaskAssets(environment=env, timeout_s=task.config.agent.timeout_sec), task))
+            continue
         workspace, hidden = _lay_out(task, cache)
         instruction, _ = relative_instruction(task.instruction, task.environment.workdir)
         note = task.environment.note()
@@ -80,6 +89,36 @@ def load_harbor_tasks(root: Path, cache: Path, *, runner_timeout_s: float,
         loaded.append(HarborLoaded(task.id, {INSTRUCTION_KEY: instruction}, assets, task))
     _say_timeouts([t.task for t in loaded], runner_timeout_s, verifier_timeout_s)
     return loaded
+
+
+def task_environment(task: HarborTask) -> TaskEnvironment:
+    """The task's container as Harbor makes it: ``docker_image``, else ``environment/Dockerfile`` built; its
+    limits; ``tests/`` copied to /tests after the agent and ``bash /tests/test.sh`` run there."""
+    section = task.config.environment
+    extra = section.model_extra or {}
+    dockerfile = task.path / "environment" / "Dockerfile"
+    if section.docker_image is None and not dockerfile.is_file():
+        raise HarborTaskError(f"{task.path}: neither [environment] docker_image nor environment/Dockerfile: "
+                              "a container task needs one")
+
+    def number(key: str) -> float | None:
+        value = extra.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise HarborTaskError(f"{task.path}/task.toml: [environment] {key} must be a number > 0, not {value!r}")
+        return float(value)
+
+    memory, storage = number("memory_mb"), number("storage_mb")
+    build = number("build_timeout_sec")
+    tests = ContainerTests(tests_dir=task.tests_dir, timeout_s=task.config.verifier.timeout_sec,
+                           env=resolve_env({**section.env, **task.config.verifier.env}, os.environ))
+    return TaskEnvironment(
+        name=task.id, image=section.docker_image,
+        build_context=None if section.docker_image else dockerfile.parent,
+        workdir=task.environment.workdir, cpus=number("cpus"),
+        memory_mb=int(memory) if memory else None, storage_mb=int(storage) if storage else None,
+        allow_internet=bool(extra.get("allow_internet", False)), build_timeout_s=build, tests=tests)
 
 
 def _say_timeouts(tasks: list[HarborTask], runner_timeout_s: float, verifier_timeout_s: float) -> None:

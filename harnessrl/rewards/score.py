@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harnessrl.environments.grade import Grade
+from harnessrl.environments.grading import grade_attempt
 from harnessrl.redaction.text import Redactor, redactor_for
 from harnessrl.rewards.config import RewardConfig
 from harnessrl.rewards.guards import find_tampering, symlinks_in_the_way
@@ -116,6 +118,8 @@ async def score_attempt(
     if served is not None:
         status = RolloutStatus.TIMED_OUT if result.timed_out else RolloutStatus.FAILED
         return await finish(None, status=status, failure_kind=FailureKind.INFRA, reason=served)
+    if result.box is not None or result.graded is not None:
+        return await _score_graded(spec, result, store, config, finish, judge, defer_judge)
     if result.workdir is None:
         # The attempt ran elsewhere (a Kubernetes pod): there is no local workspace to check or verify.
         return await _score_remote(spec, result, store, config, finish, judge, defer_judge)
@@ -293,6 +297,47 @@ async def _score_remote(spec: AttemptSpec, result: AttemptResult, store: Store, 
         return await finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=missing,
                             components=components)
     return await finish(value, components=components)
+
+
+async def _score_graded(spec: AttemptSpec, result: AttemptResult, store: Store, config: RewardConfig,
+                        finish: Any, judge: Judge | None, defer: bool) -> RewardOutcome:
+    """Rewards of an attempt graded in its task's environment: the tests run in its container (or a clean
+    one; ``environments/grading.py``), or a Kubernetes pod's verifier already ran them (``result.graded``).
+    The grade is the ``verifier`` source; a grading failure is infra unless ``verifier_failure_reward``."""
+    env = spec.assets.environment
+    if result.graded is not None:
+        grade = result.graded
+    elif env is None:
+        grade = Grade(None, "", "the attempt ran in a container but its task names no tests to grade it")
+    elif result.timed_out and config.timed_out_reward is not None:
+        return await finish(config.timed_out_reward)
+    else:
+        grade = await grade_attempt(result.box, env, timeout_s=config.verifier_timeout_s)
+    components, enabled = await asyncio.to_thread(_harness_and_exit_code, spec, result, store, config,
+                                                  verifier=True)
+    enabled.append(VERIFIER)
+    reason = result.reason
+    if grade.value is None:
+        if config.verifier_failure_reward is None:
+            logger.warning("rollout %s: grading failed: %s (infra failure)", spec.rollout_id, grade.error)
+            return await finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA,
+                                reason=f"verifier failed: {grade.error}", components=components,
+                                verifier_output=grade.output)
+        components[VERIFIER] = config.verifier_failure_reward
+        reason = f"verifier failed: {grade.error}"
+    else:
+        components[VERIFIER] = grade.value
+    await asyncio.to_thread(store.add_reward, spec.rollout_id, components[VERIFIER], VERIFIER)
+    if config.judge is not None:
+        pending = RewardOutcome(spec.rollout_id, None, result.status, result.failure_kind, reason,
+                                components=components, verifier_output=grade.output, pending=(*enabled, JUDGE))
+        return await _judge_now(spec, result, store, config, pending, judge, defer)
+    value, missing = _combine(config, enabled, components)
+    if value is None:
+        return await finish(None, status=RolloutStatus.FAILED, failure_kind=FailureKind.INFRA, reason=missing,
+                            components=components, verifier_output=grade.output)
+    return await finish(value, components=components, verifier_output=grade.output,
+                        reason=reason if reason is not None else missing)
 
 
 def close_rollout(store: Store, result: AttemptResult, outcome: RewardOutcome,

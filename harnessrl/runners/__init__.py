@@ -38,6 +38,10 @@ def make_runner(
     ``run_id`` labels the Kubernetes Jobs of this run (the runner watches and re-attaches by it).
     ``hide``: paths a sandboxed local attempt must not see (run directory, store, task files, hidden tests).
     """
+    if config.kind == "local" and config.environment == "container":
+        from harnessrl.runners.container import ContainerRunner
+
+        return ContainerRunner(config, workdir_root, run_id=run_id, hide=hide)
     if config.kind == "local":
         from harnessrl.runners.local import LocalRunner
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from harnessrl.config_base import ConfigSection
+from harnessrl.environments.config import ContainerConfig
 
 #: Variables copied from the controller's environment into every attempt. Nothing else is inherited, so
 #: the user's own ``OPENAI_API_KEY`` (or any other secret) can never reach a harness by accident.
@@ -164,6 +165,35 @@ class KubernetesConfig(ConfigSection):
     log_tail_lines: int = Field(
         5000, ge=1, description="Lines of pod log fetched at the end (then cut to `max_log_bytes`)."
     )
+    # ---- a task with its own environment (docs/kubernetes.md, "The task's image as the pod") ----
+    harness_image: str | None = Field(
+        None,
+        description="For tasks with their own image: an image holding the harness under `harness_path`, "
+        "copied by an init container into a volume mounted read-only at the same path in the harness "
+        "container (the task image runs the harness). None: the task image already has the harness.",
+    )
+    harness_path: str = Field(
+        "/opt/harness",
+        description="Where the harness lives in `harness_image` and in the harness container; give "
+        "`runner.command` as an absolute path under it.",
+    )
+    default_workdir: str = Field(
+        "/app",
+        description="The workspace of a task whose environment names no `workdir` (the image's WORKDIR cannot "
+        "be read before the pod runs): seeded from the image, shared by the harness and the verifier.",
+    )
+    carry_paths: list[str] = Field(
+        default_factory=list,
+        description="More paths of the task image (besides the workdir) seeded into volumes the harness "
+        "writes and the verifier then sees, e.g. a virtualenv the agent installs into. Everything else the "
+        "harness changes is gone when its container ends.",
+    )
+    verify_grace_s: float = Field(
+        120.0,
+        ge=0,
+        description="Added to the harness's and the tests' timeouts for the pod's activeDeadlineSeconds: "
+        "image pulls, seeding the workspace and starting containers count against it.",
+    )
 
 
 class RunnerConfig(ConfigSection):
@@ -241,4 +271,14 @@ class RunnerConfig(ConfigSection):
     )
     kubernetes: KubernetesConfig = Field(
         default_factory=KubernetesConfig, description='Settings of `kind = "kubernetes"`.'
+    )
+    environment: Literal["host", "container"] = Field(
+        "host",
+        description="`host`: local attempts run on this machine (in the bubblewrap sandbox). `container`: each "
+        "attempt runs in its task's image (Harbor Dockerfile or docker_image, JSONL `image`, SWE-bench "
+        "instance image, else `[runner.container] default_image`) under Podman or Docker, and is graded there "
+        "(docs/containers.md). On Kubernetes the task's image is always the pod's.",
+    )
+    container: ContainerConfig = Field(
+        default_factory=ContainerConfig, description='Settings of `environment = "container"`.'
     )

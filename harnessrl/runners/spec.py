@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from harnessrl.environments.grade import Grade
+from harnessrl.environments.task_env import ContainerTests, TaskEnvironment
 from harnessrl.runners.config import RunnerConfig
 from harnessrl.runners.sandbox import Sandbox
 from harnessrl.types import FailureKind, RolloutStatus
@@ -55,6 +57,8 @@ class TaskAssets:
     verifier: tuple[str, ...] | None = None
     rubric: str | None = None
     timeout_s: float | None = None
+    #: The container the task runs in (its image, limits, in-container tests); None: the host, as before.
+    environment: TaskEnvironment | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any], base_dir: Path | str = ".") -> TaskAssets:
@@ -72,6 +76,7 @@ class TaskAssets:
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
             raise ValueError(f"task 'timeout_s' must be a number of seconds > 0, not {timeout!r}")
         return cls(
+            environment=_record_environment(record, base),
             workspace=path("workspace"),
             hidden_dir=path("hidden_dir"),
             verifier_input=record.get("verifier_input"),
@@ -80,6 +85,34 @@ class TaskAssets:
             rubric=str(record["rubric"]) if record.get("rubric") else None,
             timeout_s=float(timeout) if timeout is not None else None,
         )
+
+
+def _record_environment(record: Mapping[str, Any], base: Path) -> TaskEnvironment | None:
+    """A JSONL record's container: ``image`` (a name) or ``dockerfile_dir`` (a folder to build), with
+    ``tests`` (a folder holding ``test.sh``, copied to /tests after the harness) graded as Harbor grades."""
+    image, build = record.get("image"), record.get("dockerfile_dir")
+    if image is None and build is None:
+        if record.get("tests"):
+            raise ValueError("task 'tests' are run in the task's container: give it an 'image' or 'dockerfile_dir'")
+        return None
+    if image is not None and (not isinstance(image, str) or not image.strip()):
+        raise ValueError(f"task 'image' must be an image name, not {image!r}")
+    if record.get("verifier"):
+        raise ValueError("a task with an 'image' is graded in its container: give 'tests' (a folder whose test.sh "
+                         "writes /logs/verifier/reward.txt) instead of a host 'verifier' command")
+    tests = None
+    if record.get("tests"):
+        folder = (base / str(record["tests"])).resolve()
+        if not (folder / "test.sh").is_file():
+            raise ValueError(f"task 'tests' = {folder} has no test.sh")
+        tests = ContainerTests(tests_dir=folder)
+    return TaskEnvironment(
+        name=str(record.get("id", "task")),
+        image=image,
+        build_context=(base / str(build)).resolve() if build is not None else None,
+        workdir=record.get("workdir"),
+        tests=tests,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +159,12 @@ class AttemptResult:
     protected_sha256: Mapping[str, str] = field(default_factory=dict)
     #: The sandbox the harness ran in; the verifier runs in the same one (None: unsandboxed).
     sandbox: Sandbox | None = None
+    #: The attempt's container, still there until ``Runner.release``: the task's tests run in it (or in a
+    #: fresh one, clean grading). None: the attempt did not run in a local container.
+    box: Any = None
+    #: A grade the runner already has (a Kubernetes pod's verifier container ran the tests after the
+    #: harness): scoring records it as the ``verifier`` reward instead of running a verifier itself.
+    graded: Grade | None = None
 
     def logs(self) -> str:
         """Both tails in one text, as stored with the rollout."""

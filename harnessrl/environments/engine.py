@@ -1,0 +1,148 @@
+"""The container engine: Podman or Docker, spoken to through their shared command line.
+
+Why the CLI and not a client library (docs/containers.md, "Choosing the container layer", has the figures):
+both engines take the same ``create``/``exec``/``cp``/``build`` arguments, so one code path serves both;
+Podman needs no daemon for its CLI, while docker-py and podman-py need Podman's API service running; and the
+CLI adds no dependency to install. Every call is bounded in time and output, and a missing or broken engine
+is one ``EngineUnavailable`` that names it and the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from harnessrl.runners.process import TailBuffer
+
+logger = logging.getLogger(__name__)
+
+#: Labels on everything an attempt creates: the sweep finds a killed controller's containers by them.
+LABEL_RUN, LABEL_ROLLOUT, LABEL_OWNER = "harnessrl.run", "harnessrl.rollout", "harnessrl.owner"
+_OUTPUT_LIMIT = 1 << 20
+
+
+class EngineUnavailable(RuntimeError):
+    """No usable Podman or Docker here; the message names what was tried and what to install."""
+
+
+class EngineError(RuntimeError):
+    """One engine command failed (the message holds the command and the tail of its output)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """One engine command's outcome: exit status (None when stopped at its timeout) and output tails."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: str
+
+    @property
+    def text(self) -> str:
+        return self.stdout.decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    """A container engine's CLI (``podman`` or ``docker``) and how to call it."""
+
+    name: str
+    binary: str
+
+    async def run(self, *args: str, timeout_s: float = 120.0, stdin: bytes | None = None,
+                  env: Mapping[str, str] | None = None, check: bool = True,
+                  limit_bytes: int = _OUTPUT_LIMIT) -> Completed:
+        """Run ``<engine> args...``; ``EngineError`` on a non-zero exit when ``check`` (never on a timeout:
+        the caller decides what a timeout means). Output beyond ``limit_bytes`` keeps its tail."""
+        proc = await asyncio.create_subprocess_exec(
+            self.binary, *args, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=dict(env) if env is not None else None)
+        out, err = TailBuffer(limit_bytes), TailBuffer(64 << 10)
+
+        async def pump(stream: asyncio.StreamReader | None, buf: TailBuffer) -> None:
+            assert stream is not None
+            while chunk := await stream.read(65536):
+                buf.feed(chunk)
+
+        async def feed() -> None:
+            if stdin is not None and proc.stdin is not None:
+                try:
+                    proc.stdin.write(stdin)
+                    await proc.stdin.drain()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                proc.stdin.close()
+
+        work = asyncio.gather(pump(proc.stdout, out), pump(proc.stderr, err), feed(), proc.wait())
+        try:
+            await asyncio.wait_for(asyncio.shield(work), timeout_s)
+            code: int | None = proc.returncode
+        except TimeoutError:
+            code = None
+            proc.kill()
+            await asyncio.wait({work}, timeout=10.0)
+        except BaseException:
+            proc.kill()
+            raise
+        stdout = bytes(out._buf[-out.limit:]) if out.limit else b""
+        done = Completed(code, stdout, err.text())
+        if check and code not in (0, None):
+            raise EngineError(f"{self.name} {' '.join(_short(a) for a in args[:6])}: exit {code}: "
+                              f"{done.stderr.strip()[-2000:]}")
+        return done
+
+    def argv(self, *args: str) -> list[str]:
+        """The full command line (for a process the runner watches itself, e.g. the harness's ``exec``)."""
+        return [self.binary, *args]
+
+
+def _short(arg: str) -> str:
+    return arg if len(arg) <= 80 else arg[:77] + "..."
+
+
+@functools.cache
+def _probe(binary: str) -> str | None:
+    """None when the engine answers ``info`` here; else its error (daemon down, runtime refused)."""
+    try:
+        out = subprocess.run([binary, "info", "--format", "{{json .}}"], capture_output=True, text=True,
+                             timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    return None if out.returncode == 0 else (out.stderr.strip()[-600:] or f"exit code {out.returncode}")
+
+
+def find_engine(choice: str = "auto") -> Engine:
+    """The engine for ``[runner.container] engine``: ``auto`` takes podman, else docker, whichever works.
+
+    Raises ``EngineUnavailable`` naming each engine tried and why it did not answer."""
+    names = ["podman", "docker"] if choice == "auto" else [choice]
+    problems = []
+    for name in names:
+        binary = shutil.which(name)
+        if binary is None:
+            problems.append(f"{name}: not installed")
+            continue
+        problem = _probe(binary)
+        if problem is None:
+            return Engine(name, binary)
+        problems.append(f"{name} ({binary}): {problem}")
+    raise EngineUnavailable(
+        '[runner] environment = "container" needs Podman or Docker, and none works here: ' + "; ".join(problems)
+        + ". Install one (e.g. `bash scripts/podman.sh`, or apt-get install podman runc), or set [runner] "
+        'environment = "host"')
+
+
+def label_args(labels: Mapping[str, str]) -> list[str]:
+    return [a for k, v in labels.items() for a in ("--label", f"{k}={v}")]
+
+
+def env_names_args(names: Sequence[str]) -> list[str]:
+    """``-e NAME`` for each variable: the value comes from the engine client's own environment, so a
+    rollout's key never appears on a command line (``ps`` shows those to every user)."""
+    return [a for n in names for a in ("-e", n)]

@@ -21,6 +21,13 @@ import yaml
 
 from harnessrl.runners.config import KubernetesConfig, RunnerConfig
 from harnessrl.runners.env import task_input_env
+from harnessrl.runners.k8s_task_pod import (
+    TestFiles,
+    check_task,
+    harden_task_pod,
+    shape_task_pod,
+    task_deadline_s,
+)
 from harnessrl.runners.spec import AttemptSpec
 
 GROUP = "harnessrl.io"
@@ -33,6 +40,8 @@ RUN_ANNOTATION = f"{GROUP}/run-id"
 ROLLOUT_ANNOTATION = f"{GROUP}/rollout-id"
 TASK_ANNOTATION = f"{GROUP}/task-id"
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")  # set on pods by the Job controller
+#: Marks the verifier's report lines of a task pod (``k8s_task_pod``); the harness never sees it.
+NONCE_ANNOTATION = f"{GROUP}/verifier-nonce"
 
 JsonDict = dict[str, Any]
 
@@ -130,19 +139,48 @@ def attempt_env(config: RunnerConfig, spec: AttemptSpec) -> dict[str, str]:
     return env
 
 
-def build_objects(
-    config: RunnerConfig, template: JsonDict, spec: AttemptSpec, run_id: str
-) -> tuple[JsonDict, JsonDict | None]:
-    """(Job, Secret or None) for one attempt. The template is copied, never changed."""
-    k8s = config.kubernetes
-    name = job_name(spec.rollout_id)
+def identity(config: RunnerConfig, spec: AttemptSpec, run_id: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(labels, annotations) of every object of one attempt: its Job, pod, Secret, ConfigMap, policy."""
     labels = {
-        **k8s.labels,
+        **config.kubernetes.labels,
         **run_selector(run_id),
         ROLLOUT_LABEL: label_value(spec.rollout_id),
         TASK_LABEL: label_value(spec.task_id),
     }
     annotations = {RUN_ANNOTATION: run_id, ROLLOUT_ANNOTATION: spec.rollout_id, TASK_ANNOTATION: spec.task_id}
+    return labels, annotations
+
+
+def attempt_deadline_s(config: RunnerConfig, spec: AttemptSpec) -> float:
+    """The Job's ``activeDeadlineSeconds`` before rounding: the harness's timeout, or for a task pod
+    also its tests' and startup (the harness's own limit is then enforced inside its container)."""
+    if spec.assets.environment is None:
+        return spec.timeout_s
+    return task_deadline_s(config, spec)
+
+
+def build_objects(
+    config: RunnerConfig,
+    template: JsonDict,
+    spec: AttemptSpec,
+    run_id: str,
+    *,
+    tests: TestFiles | None = None,
+    nonce: str = "",
+) -> tuple[JsonDict, JsonDict | None]:
+    """(Job, Secret or None) for one attempt. The template is copied, never changed.
+
+    With ``spec.assets.environment`` the pod runs the task's image (``k8s_task_pod``): ``tests`` are the
+    task's tests as read for their ConfigMap, ``nonce`` marks the verifier's report (kept in the Job's
+    annotations for reading it back).
+    """
+    k8s = config.kubernetes
+    name = job_name(spec.rollout_id)
+    labels, annotations = identity(config, spec, run_id)
+    task_env = spec.assets.environment
+    if task_env is not None:
+        check_task(task_env)
+        annotations = {**annotations, NONCE_ANNOTATION: nonce}
     job = copy.deepcopy(template)
     job["apiVersion"], job["kind"] = "batch/v1", "Job"
     meta = job.setdefault("metadata", {})
@@ -153,7 +191,7 @@ def build_objects(
 
     job_spec = job["spec"]
     job_spec["backoffLimit"] = 0  # one attempt is one pod: a retry would be a second, unrecorded attempt
-    job_spec["activeDeadlineSeconds"] = max(1, math.ceil(spec.timeout_s))
+    job_spec["activeDeadlineSeconds"] = max(1, math.ceil(attempt_deadline_s(config, spec)))
     job_spec["ttlSecondsAfterFinished"] = k8s.ttl_seconds_after_finished
     pod = job_spec["template"]
     pod_meta = pod.setdefault("metadata", {})
@@ -166,13 +204,18 @@ def build_objects(
         pod_spec["imagePullSecrets"] = [*(pod_spec.get("imagePullSecrets") or []), *extra]
 
     container = harness_container(job, k8s.container)
-    if k8s.harden:
-        harden(pod_spec, container, k8s.writable_paths)
-    if k8s.set_command:
-        container["command"] = list(spec.command)
-        container.pop("args", None)
-    if k8s.image_pull_policy:
-        container["imagePullPolicy"] = k8s.image_pull_policy
+    if task_env is not None:
+        shape_task_pod(pod_spec, container, config, spec, job=name, nonce=nonce, tests=tests)
+        if k8s.harden:
+            harden_task_pod(pod_spec)
+    else:
+        if k8s.harden:
+            harden(pod_spec, container, k8s.writable_paths)
+        if k8s.set_command:
+            container["command"] = list(spec.command)
+            container.pop("args", None)
+        if k8s.image_pull_policy:
+            container["imagePullPolicy"] = k8s.image_pull_policy
 
     env = attempt_env(config, spec)
     secret_names = [n for n in k8s.secret_env if n in env] if k8s.api_key_secret else []

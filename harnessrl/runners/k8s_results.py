@@ -51,12 +51,10 @@ async def newest_pod(api: Api, namespace: str, job: str) -> JsonDict | None:
     return pods[-1] if pods else None
 
 
-async def log_tail(
-    api: Api, namespace: str, pod: JsonDict | None, container: str | None, tail_lines: int, max_bytes: int
-) -> LogTail:
-    """The last ``tail_lines`` lines of the harness container's log, cut to ``max_bytes``."""
-    if pod is None:
-        return LogTail("", 0, "harnessrl: no pod left to read logs from\n")
+async def read_log(
+    api: Api, namespace: str, pod: JsonDict, container: str | None, tail_lines: int
+) -> tuple[bytes | None, str]:
+    """(the last ``tail_lines`` lines of one container's log, or None with harnessrl's note why not)."""
     name = pod["metadata"]["name"]
     try:
         data: bytes = await api.call(
@@ -69,7 +67,19 @@ async def log_tail(
             raw=True,
         )
     except KubernetesApiError as exc:
-        return LogTail("", 0, f"harnessrl: pod logs unavailable: {exc}\n")
+        return None, f"pod logs unavailable: {exc}"
+    return data, ""
+
+
+async def log_tail(
+    api: Api, namespace: str, pod: JsonDict | None, container: str | None, tail_lines: int, max_bytes: int
+) -> LogTail:
+    """The last ``tail_lines`` lines of the harness container's log, cut to ``max_bytes``."""
+    if pod is None:
+        return LogTail("", 0, "harnessrl: no pod left to read logs from\n")
+    data, note = await read_log(api, namespace, pod, container, tail_lines)
+    if data is None:
+        return LogTail("", 0, f"harnessrl: {note}\n")
     tail = data[-max_bytes:] if max_bytes else b""
     return LogTail(tail.decode("utf-8", errors="replace"), len(data))
 
@@ -80,7 +90,7 @@ def explain(exc: KubernetesApiError, namespace: str) -> str:
         422: " Fix the [runner.kubernetes] job template: Kubernetes refused the Job as invalid.",
         400: " Fix the [runner.kubernetes] job template.",
         403: f" The credentials need create/get/list/watch/delete on jobs and secrets, create/get/patch/delete "
-        f"on networkpolicies and get/list on pods and pods/log in namespace {namespace!r} (or a quota is "
+        f"on networkpolicies (and on configmaps, for tasks with their own image and tests) and get/list on pods and pods/log in namespace {namespace!r} (or a quota is "
         "exhausted).",
         404: f" Does namespace {namespace!r} exist?",
         409: " Delete it, or use another run id.",

@@ -156,3 +156,88 @@ def classify(
     if term is not None and term.get("reason") not in (None, "Error", "Completed"):
         why += f" ({term['reason']})"  # e.g. OOMKilled: the harness's own memory use
     return JobOutcome(RolloutStatus.FAILED, FailureKind.AGENT, f"{why}; Job {detail}", exit_code)
+
+
+def _init_status(pod: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    for cs in (pod.get("status") or {}).get("initContainerStatuses") or []:
+        if cs.get("name") == name:
+            return cs
+    return None
+
+
+def _stuck(pod: Mapping[str, Any]) -> str | None:
+    """The first container of the pod that failed or waits for good (e.g. an image it cannot pull)."""
+    status = pod.get("status") or {}
+    for cs in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]:
+        term = _terminated(cs)
+        if term is not None and term.get("exitCode") not in (None, 0):
+            why = term.get("reason") or "Error"
+            return f"container {cs.get('name')} exited with code {term['exitCode']} ({why})"
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") and waiting["reason"] not in ("PodInitializing", "ContainerCreating"):
+            return f"container {cs.get('name')}: {waiting['reason']}"
+    return None
+
+
+def classify_task_pod(
+    job: Mapping[str, Any],
+    pod: Mapping[str, Any] | None,
+    *,
+    harness: str,
+    harness_exit: int | None,
+    harness_timed_out: bool,
+    timeout_s: float,
+) -> JobOutcome:
+    """The outcome of a finished Job whose pod ran the task's image (``k8s_task_pod``).
+
+    ``harness_exit`` is the harness's status as the verifier read it after the harness's container
+    ended (None: no status, the harness never got to its end in this pod). The harness's own timeout
+    is enforced in its container, so a pod deadline that strikes before that is the cluster's time
+    (image pulls, seeding), not the agent's: infra.
+    """
+    cond = condition(job)
+    if cond is None:
+        raise ValueError("the Job has not finished")
+    _, reason, message = cond
+    detail = f"{reason or 'Failed'}: {message}" if message else (reason or "Failed")
+    disruption = _disruption(pod)
+    if disruption is not None:
+        return JobOutcome(RolloutStatus.FAILED, FailureKind.INFRA, f"the cluster stopped the pod: {disruption}", None)
+    if harness_exit is not None:
+        if harness_timed_out:
+            return JobOutcome(
+                RolloutStatus.TIMED_OUT,
+                FailureKind.AGENT,
+                f"harness ran past its timeout of {timeout_s:g}s and was stopped in its container",
+                harness_exit,
+                timed_out=True,
+            )
+        if harness_exit == 0:
+            return JobOutcome(RolloutStatus.SUCCEEDED, None, None, 0)
+        return JobOutcome(RolloutStatus.FAILED, FailureKind.AGENT, f"harness exited with code {harness_exit}",
+                          harness_exit)
+    if pod is None:
+        return JobOutcome(RolloutStatus.FAILED, FailureKind.INFRA,
+                          f"no pod left to read the verifier's report from; Job {detail}", None)
+    term = _terminated(_init_status(pod, harness))
+    if term is not None and term.get("exitCode") not in (None, 0):
+        # Our shell exits 0 whatever the harness did: it was killed itself (e.g. OOMKilled, the harness's
+        # memory counts against its container), so no status and no verifier.
+        return JobOutcome(
+            RolloutStatus.FAILED,
+            FailureKind.AGENT,
+            f"the harness container ended with code {term['exitCode']} ({term.get('reason') or 'Error'}) "
+            "before the harness's status was written; the tests did not run",
+            int(term["exitCode"]),
+        )
+    stuck = _stuck(pod)
+    if reason == "DeadlineExceeded":
+        return JobOutcome(
+            RolloutStatus.FAILED,
+            FailureKind.INFRA,
+            "the pod's deadline passed before the harness reached its own timeout (image pulls and seeding "
+            f"the workspace count against it: raise [runner.kubernetes] verify_grace_s){'; ' + stuck if stuck else ''}",
+            None,
+        )
+    why = stuck or "the verifier reported no harness status"
+    return JobOutcome(RolloutStatus.FAILED, FailureKind.INFRA, f"the task's pod failed: {why}; Job {detail}", None)

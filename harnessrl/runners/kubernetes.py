@@ -17,17 +17,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import secrets
 import time
 from typing import Any
 
 from harnessrl.runners.base import OnStart, Runner, RunnerError
 from harnessrl.runners.config import RunnerConfig
 from harnessrl.runners.k8s_api import Api, KubernetesApiError, TokenBucket, make_api_client
+from harnessrl.runners.k8s_grade import VerifierReport, grade, parse_report
 from harnessrl.runners.k8s_manifest import (
+    NONCE_ANNOTATION,
     ROLLOUT_ANNOTATION,
+    JobTemplateError,
+    attempt_deadline_s,
     build_objects,
     harness_container,
+    identity,
     is_ours,
     job_name,
     load_template,
@@ -35,8 +42,23 @@ from harnessrl.runners.k8s_manifest import (
     owner_reference,
     run_selector,
 )
-from harnessrl.runners.k8s_results import explain, infra_result, log_tail, newest_pod, outcome_result, redact
-from harnessrl.runners.k8s_status import classify, condition
+from harnessrl.runners.k8s_results import (
+    explain,
+    infra_result,
+    log_tail,
+    newest_pod,
+    outcome_result,
+    read_log,
+    redact,
+)
+from harnessrl.runners.k8s_status import classify, classify_task_pod, condition
+from harnessrl.runners.k8s_task_pod import (
+    VERIFIER,
+    TaskPodError,
+    read_tests,
+    tests_config_map,
+    tests_map_name,
+)
 from harnessrl.runners.k8s_watch import JobWatcher
 from harnessrl.runners.spec import AttemptResult, AttemptSpec
 from harnessrl.types import FailureKind, RolloutStatus
@@ -67,6 +89,7 @@ class KubernetesRunner(Runner):
         self._cancels: dict[str, asyncio.Event] = {}
         self._detached = False
         self._start_lock = asyncio.Lock()
+        self._tests_maps: set[str] = set()  # Jobs whose tests ConfigMap is deleted with them
 
     # ---- Runner API ------------------------------------------------------------------------------
 
@@ -120,6 +143,11 @@ class KubernetesRunner(Runner):
             except KubernetesApiError as exc:
                 reason = redact(explain(exc, self.k8s.namespace), spec, self.k8s.secret_env)
                 return infra_result(spec, RolloutStatus.FAILED, FailureKind.INFRA, reason, started)
+            except (JobTemplateError, TaskPodError) as exc:  # this attempt's pod cannot be built: say why
+                return infra_result(spec, RolloutStatus.FAILED, FailureKind.INFRA, str(exc), started)
+            task_env = spec.assets.environment
+            if task_env is not None and task_env.tests is not None:
+                self._tests_maps.add(name)  # also when re-attached: deleted with the Job
             handle = f"k8s:{self.k8s.namespace}/{name}"
             if not created:  # re-attached Jobs run beyond the concurrency cap rather than wait
                 logger.info("rollout %s: attached to existing Job %s", spec.rollout_id, name)
@@ -145,6 +173,7 @@ class KubernetesRunner(Runner):
         keep = self.k8s.keep_jobs
         if keep == "all" or (keep == "failed" and result.status != RolloutStatus.SUCCEEDED):
             await self._delete_secret(name)
+            await self._delete_tests(name)
         else:
             await self._delete(name)
 
@@ -179,7 +208,12 @@ class KubernetesRunner(Runner):
     async def _launch(self, spec: AttemptSpec, name: str) -> tuple[JsonDict, bool]:
         """Create the Secret, then the Job: (job, created). A 409 on the Job gives the existing one."""
         assert self._api is not None
-        job, secret = build_objects(self.config, self.template, spec, self.run_id)
+        task_env = spec.assets.environment
+        tests = None
+        if task_env is not None and task_env.tests is not None:
+            tests = await asyncio.to_thread(read_tests, task_env.tests.tests_dir, task_env.name)
+        nonce = secrets.token_hex(12)
+        job, secret = build_objects(self.config, self.template, spec, self.run_id, tests=tests, nonce=nonce)
         policy = network_policy(self.config, spec, self.run_id)
         ns = self.k8s.namespace
         if policy is not None and "to" not in policy["spec"]["egress"][0] and not self._warned_open_port:
@@ -210,17 +244,29 @@ class KubernetesRunner(Runner):
                 await self._api.call(
                     f"update Secret {name}", self._api.core.patch_namespaced_secret, name, ns, patch
                 )
+        if tests is not None:
+            labels, annotations = identity(self.config, spec, self.run_id)
+            meta = {"namespace": ns, "labels": labels, "annotations": annotations}
+            self._tests_maps.add(name)
+            try:
+                await self._create_tests(spec, name, tests_config_map(name, meta, tests))
+            except KubernetesApiError:
+                await self._delete_secret(name)
+                await self._delete_policy(name)
+                raise
         try:
             made = await self._api.call(f"create Job {name}", self._api.batch.create_namespaced_job, ns, job)
         except KubernetesApiError as exc:
             if exc.status != 409:  # keep the key from outliving an attempt that never ran
                 await self._delete_secret(name)
                 await self._delete_policy(name)
+                await self._delete_tests(name)
                 raise
             found = await self._api.call(f"read Job {name}", self._api.batch.read_namespaced_job, name, ns)
             if not is_ours(found, self.run_id, spec.rollout_id):
                 await self._delete_secret(name)  # ours (created or checked above), the Job is not
                 await self._delete_policy(name)
+                await self._delete_tests(name)
                 raise KubernetesApiError(
                     409, f"a Job named {name} exists and belongs to another run or rollout"
                 ) from exc
@@ -236,6 +282,10 @@ class KubernetesRunner(Runner):
                 with contextlib.suppress(KubernetesApiError):
                     await self._api.call(f"own NetworkPolicy {name}",
                                          self._api.networking.patch_namespaced_network_policy, name, ns, owned)
+            if tests is not None:
+                with contextlib.suppress(KubernetesApiError):
+                    await self._api.call(f"own ConfigMap {tests_map_name(name)}",
+                                         self._api.core.patch_namespaced_config_map, tests_map_name(name), ns, owned)
         logger.info("rollout %s: created Job %s/%s", spec.rollout_id, ns, name)
         return made, True
 
@@ -255,7 +305,7 @@ class KubernetesRunner(Runner):
         reference at any await."""
         terminal = watcher.wait(name)
         waiter = asyncio.ensure_future(cancel.wait())
-        limit = spec.timeout_s + self.k8s.deadline_grace_s
+        limit = attempt_deadline_s(self.config, spec) + self.k8s.deadline_grace_s
         either: set[asyncio.Future[Any]] = {terminal, waiter}
         try:
             await asyncio.wait(either, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
@@ -321,6 +371,8 @@ class KubernetesRunner(Runner):
         if self._api is None:  # detached after the Job ended, before its pod was read
             raise RunnerError(detached_reason(spec, name))
         pod = await newest_pod(self._api, self.k8s.namespace, name)
+        if spec.assets.environment is not None:
+            return await self._finish_task_pod(spec, name, handle, job, pod, started)
         outcome = classify(
             job,
             pod,
@@ -340,6 +392,62 @@ class KubernetesRunner(Runner):
         logger.info("rollout %s: %s (%s)", spec.rollout_id, outcome.status, outcome.reason or "exit 0")
         return outcome_result(spec, outcome, handle, started, tail)
 
+    async def _finish_task_pod(
+        self, spec: AttemptSpec, name: str, handle: str, job: JsonDict, pod: JsonDict | None, started: float
+    ) -> AttemptResult:
+        """A task pod's end: the harness's status and the grade from the verifier's log, its output from
+        the harness's (init) container."""
+        assert self._api is not None and spec.assets.environment is not None
+        ns, tests = self.k8s.namespace, spec.assets.environment.tests
+        nonce = ((job.get("metadata") or {}).get("annotations") or {}).get(NONCE_ANNOTATION, "")
+        report, why = VerifierReport(), "no pod left to read the verifier's log from"
+        if pod is not None:
+            data, why = await read_log(self._api, ns, pod, VERIFIER, self.k8s.log_tail_lines)
+            if data is not None:
+                report = parse_report(data.decode("utf-8", errors="replace"), nonce)
+                why = f"the pod ended first (Job {(condition(job) or ('', None, None))[1] or 'ended'})"
+        outcome = classify_task_pod(job, pod, harness=self._container or "harness",
+                                    harness_exit=report.harness_exit, harness_timed_out=report.harness_timed_out,
+                                    timeout_s=spec.timeout_s)
+        graded = None
+        if tests is not None and report.harness_exit is not None and outcome.failure_kind is not FailureKind.INFRA:
+            graded = grade(report, tests_timeout_s=tests.timeout_s, why_unfinished=why,
+                           max_bytes=self.config.max_log_bytes)
+        tail = await log_tail(self._api, ns, pod, self._container, self.k8s.log_tail_lines, self.config.max_log_bytes)
+        logger.info("rollout %s: %s (%s), grade %s", spec.rollout_id, outcome.status, outcome.reason or "exit 0",
+                    None if graded is None else graded.value)
+        return dataclasses.replace(outcome_result(spec, outcome, handle, started, tail), graded=graded)
+
+    async def _create_tests(self, spec: AttemptSpec, name: str, body: JsonDict) -> None:
+        """Create the attempt's tests ConfigMap; one of ours left by an earlier try gets this body."""
+        assert self._api is not None
+        ns, map_name = self.k8s.namespace, body["metadata"]["name"]
+        try:
+            await self._api.call(f"create ConfigMap {map_name}", self._api.core.create_namespaced_config_map, ns, body)
+        except KubernetesApiError as exc:
+            if exc.status != 409:
+                raise
+            found = await self._api.call(f"read ConfigMap {map_name}", self._api.core.read_namespaced_config_map,
+                                         map_name, ns)
+            if not is_ours(found, self.run_id, spec.rollout_id):
+                raise KubernetesApiError(
+                    409, f"a ConfigMap named {map_name} exists and belongs to another run or rollout"
+                ) from exc
+            await self._api.call(f"replace ConfigMap {map_name}", self._api.core.replace_namespaced_config_map,
+                                 map_name, ns, body)
+
+    async def _delete_tests(self, name: str) -> None:
+        if self._api is None or name not in self._tests_maps:
+            return
+        self._tests_maps.discard(name)
+        map_name = tests_map_name(name)
+        try:
+            await self._api.call(f"delete ConfigMap {map_name}", self._api.core.delete_namespaced_config_map,
+                                 map_name, self.k8s.namespace)
+        except KubernetesApiError as exc:
+            if exc.status != 404:
+                logger.warning("could not delete ConfigMap %s: %s", map_name, exc)
+
     async def _delete(self, name: str) -> None:
         if self._api is None:
             return
@@ -356,6 +464,7 @@ class KubernetesRunner(Runner):
                 logger.warning("could not delete Job %s: %s", name, exc)
         await self._delete_secret(name)
         await self._delete_policy(name)
+        await self._delete_tests(name)
 
     async def _create_policy(self, spec: AttemptSpec, name: str, policy: JsonDict) -> None:
         """Create the attempt's NetworkPolicy; one of ours left by an earlier try is kept (same rules)."""

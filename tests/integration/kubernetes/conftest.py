@@ -29,7 +29,9 @@ class _QuickStop(aiohttp.test_utils.RawTestServer):
 @pytest_asyncio.fixture
 async def cluster() -> AsyncIterator[Cluster]:
     async with FaultyCluster() as km, kmock.Server(km, server_cls=_QuickStop) as server:
-        for resource in ("batch/v1/jobs", "v1/pods", "v1/secrets", "networking.k8s.io/v1/networkpolicies"):
+        for resource in (
+            "batch/v1/jobs", "v1/pods", "v1/secrets", "v1/configmaps", "networking.k8s.io/v1/networkpolicies"
+        ):
             km.resources[resource] = {}  # listable even while empty, as on a cluster
         async with aiohttp.ClientSession() as http:
             yield Cluster(km, str(server.url).rstrip("/"), http)

@@ -73,10 +73,11 @@ def task_image(env: TaskEnvironment) -> str:
 def check_task(env: TaskEnvironment) -> None:
     """Refuse, before anything is created, a task whose pod cannot be built or graded."""
     task_image(env)
-    if env.tests is not None and env.grader != "harbor":
+    if env.grader != "harbor":  # e.g. SWE-bench's rule: its grader steps run through a Box, not in a pod yet
         raise TaskPodError(
-            f"task {env.name!r} is graded by {env.grader!r}, which runs on the controller; on Kubernetes only "
-            "Harbor's reward file (tests that write /logs/verifier/reward.txt) is read from the pod yet"
+            f"task {env.name!r} is graded by {env.grader!r}, which Kubernetes pods cannot run yet; on Kubernetes "
+            "only Harbor's reward file (tests that write /logs/verifier/reward.txt) is read from the pod: run "
+            "these tasks with [runner] kind = \"local\" and environment = \"container\""
         )
 
 

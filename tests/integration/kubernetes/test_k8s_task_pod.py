@@ -216,6 +216,9 @@ async def test_tasks_the_pod_cannot_run_are_refused_before_anything_is_created(
     assert result.status is RolloutStatus.FAILED and result.failure_kind is FailureKind.INFRA
     assert "cannot build an image" in (result.reason or "") and "docker_image" in (result.reason or "")
 
+    result = await runner.run(task_spec(runner, tmp_path / "c", "r3", tests=None, grader="swebench"))
+    assert result.failure_kind is FailureKind.INFRA and "'swebench'" in (result.reason or "")
+
     big = task_spec(runner, tmp_path / "b", "r2")
     assert big.assets.environment is not None and big.assets.environment.tests is not None
     (big.assets.environment.tests.tests_dir / "huge.txt").write_text("x" * (1 << 20))

@@ -63,6 +63,10 @@ def parse_report(log: str, nonce: str) -> VerifierReport:
                     current, body = None, []
                 else:
                     body.append(line)
+            elif line.startswith(mark + "harness "):  # again after the tests: the first may be out of the tail
+                m = _STATUS.match(line[len(mark) + 8:].strip())
+                if m:
+                    harness_exit, harness_timed_out = int(m[1]), m[2] == "1"
             elif line.startswith(mark + "file "):
                 current = line[len(mark) + 5:].strip()
             elif line == mark + "done":

@@ -178,6 +178,7 @@ echo "{mark} harness ${{s:-missing}}"
 l1=$1; shift
 limited "$l1" {TESTS_KILL_GRACE_S} "$@"
 echo "{mark} tests exit=$rc timed_out=$to"
+echo "{mark} harness ${{s:-missing}}"
 for f in reward.json reward.txt; do
   if [ -f {reward_dir}/$f ]; then
     echo "{mark} file $f"; head -c 65536 {reward_dir}/$f; echo; echo "{mark} end"

@@ -93,7 +93,7 @@ def decide(spec: Any, log: str) -> Grade:
 
     with tempfile.TemporaryDirectory(prefix="harnessrl-swebench-") as tmp:
         log_file = Path(tmp, "test_output.txt")
-        log_file.write_text(log)
+        log_file.write_text(log, encoding="utf-8")
         # model_patch: only whether there is one counts; the changes are already in the repository.
         prediction = {"instance_id": spec.instance_id, "model_name_or_path": "harnessrl",
                       "model_patch": "(the attempt's changes in the workdir)"}

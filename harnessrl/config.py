@@ -127,9 +127,10 @@ class TasksConfig(ConfigSection):
     train: str | None = Field(None, description="Training tasks (relative to the config file): a JSONL file, or "
                               "a folder of Harbor task folders (or one task folder).")
     eval: str | None = Field(None, description="Held-out tasks, never trained on: a JSONL file or a Harbor folder.")
-    format: Literal["auto", "jsonl", "harbor"] = Field(
+    format: Literal["auto", "jsonl", "harbor", "swebench"] = Field(
         "auto", description="How `train`/`eval` are read: `auto` reads a folder as Harbor tasks and a file as "
-        "JSONL; `jsonl` or `harbor` insist (a path of the other kind is an error)."
+        "JSONL; `jsonl` or `harbor` insist (a path of the other kind is an error); `swebench`: a JSONL of SWE-bench "
+        "rows, each instance run in its image (docs/swebench.md)."
     )
     dataset: str | None = Field(None, description="A `datasets` dataset name or path instead of JSONL.")
     dataset_train_split: str = Field("train", description="Split of `dataset` used for training.")
@@ -327,6 +328,9 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
         argv = data.get(section, {}).get(key)
         if isinstance(argv, list) and (local or section != "runner"):
             data[section][key] = _absolute_files(argv, base)
+    container = runner.get("container", {})
+    if local and isinstance(container, dict) and isinstance(container.get("mounts"), list):
+        container["mounts"] = [str((base / str(p)).resolve()) for p in container["mounts"]]
     if local and isinstance(runner.get("sandbox_read_only"), list):  # folders beside the config file
         runner["sandbox_read_only"] = [str((base / str(p)).resolve()) for p in runner["sandbox_read_only"]]
     k8s = runner.get("kubernetes", {})

@@ -78,6 +78,7 @@ def load_tasks(config: HarnessConfig, run_id: str) -> dict[TaskSplit, list[Loade
     cfg = config.tasks
     sources: dict[TaskSplit, tuple[list[dict[str, Any]], Path | None]] = {}
     harbor: dict[TaskSplit, Path] = {}
+    swe: dict[TaskSplit, Path] = {}
     if cfg.dataset:
         sources[TaskSplit.TRAIN] = (_dataset_records(cfg, cfg.dataset_train_split), None)
         if cfg.dataset_eval_split:
@@ -85,20 +86,19 @@ def load_tasks(config: HarnessConfig, run_id: str) -> dict[TaskSplit, list[Loade
     else:
         for split, rel in ((TaskSplit.TRAIN, cfg.train), (TaskSplit.EVAL, cfg.eval)):
             path = config.resolve(rel)
-            if path is not None and _is_harbor(path, cfg.format, split):
+            if path is not None and cfg.format == "swebench":
+                swe[split] = path
+            elif path is not None and _is_harbor(path, cfg.format, split):
                 harbor[split] = path
             elif path is not None:
                 sources[split] = (read_jsonl(path), path.parent)
     out: dict[TaskSplit, list[LoadedTask]] = {TaskSplit.TRAIN: [], TaskSplit.EVAL: []}
     seen: dict[str, TaskSplit] = {}
     for split, root in harbor.items():
-        if config.runner.kind == "kubernetes":
-            raise TaskLoadError(f"[tasks] {split.value} = {root} holds Harbor tasks, whose tests/test.sh is a verifier: "
-                                f"{NO_LOCAL_VERIFIER_ON_KUBERNETES}")
         try:
             loaded = load_harbor_tasks(root, config.run_dir / "harbor", runner_timeout_s=config.runner.timeout_s,
                                        verifier_timeout_s=config.rewards.verifier_timeout_s,
-                                       container=config.runner.environment == "container")
+                                       container=_in_containers(config))
         except HarborTaskError as exc:
             raise TaskLoadError(str(exc)) from None
         for h in loaded:
@@ -106,6 +106,12 @@ def load_tasks(config: HarnessConfig, run_id: str) -> dict[TaskSplit, list[Loade
                 raise TaskLoadError(f"task id {h.id!r} appears twice ({seen[h.id].value} and {split.value})")
             seen[h.id] = split
             out[split].append(LoadedTask(Task(run_id=run_id, id=h.id, input=h.input, split=split), h.assets))
+    for split, path in swe.items():
+        for lt in _swebench(config, path, run_id, split):
+            if lt.task.id in seen:
+                raise TaskLoadError(f"task id {lt.task.id!r} appears twice ({seen[lt.task.id].value} and {split.value})")
+            seen[lt.task.id] = split
+            out[split].append(lt)
     for split, (records, base) in sources.items():
         for i, record in enumerate(records):
             task = _record_to_task(record, cfg, run_id, split, f"{split.value} task #{i + 1}")
@@ -116,11 +122,49 @@ def load_tasks(config: HarnessConfig, run_id: str) -> dict[TaskSplit, list[Loade
                 assets = TaskAssets.from_record(record, base or config.base_dir)
             except ValueError as exc:
                 raise TaskLoadError(f"{split.value} task {task.id!r}: {exc}") from None
+            if assets.environment is not None and not _in_containers(config):
+                raise TaskLoadError(f"{split.value} task {task.id!r} names an image: it runs in a container, so set "
+                                    '[runner] environment = "container" (docs/containers.md)')
             if assets.verifier and config.runner.kind == "kubernetes":
                 raise TaskLoadError(f"{split.value} task {task.id!r} names a 'verifier': "
                                     f"{NO_LOCAL_VERIFIER_ON_KUBERNETES}")
             out[split].append(LoadedTask(task, assets))
+    if config.runner.kind == "kubernetes":
+        _check_task_pods(out)
     return out
+
+
+def _swebench(config: HarnessConfig, path: Path, run_id: str, split: TaskSplit) -> list[LoadedTask]:
+    """SWE-bench instances (a JSONL of dataset rows): each in its instance image, graded by swebench's rule."""
+    from harnessrl.swebench import SwebenchRecordError, load_swebench_tasks
+
+    if not _in_containers(config):
+        raise TaskLoadError('[tasks] format = "swebench" runs each instance in its image: set [runner] environment = '
+                            '"container" (docs/swebench.md)')
+    try:
+        loaded = load_swebench_tasks(path)
+    except SwebenchRecordError as exc:
+        raise TaskLoadError(str(exc)) from None
+    return [LoadedTask(Task(run_id=run_id, id=s.id, input=s.input, split=split), TaskAssets(environment=s.environment))
+            for s in loaded]
+
+
+def _in_containers(config: HarnessConfig) -> bool:
+    """Whether tasks run in their own image: local containers, or always as a Kubernetes pod."""
+    return config.runner.environment == "container" or config.runner.kind == "kubernetes"
+
+
+def _check_task_pods(tasks: dict[TaskSplit, list[LoadedTask]]) -> None:
+    """Refuse at start what a Kubernetes pod cannot run (a task with only a Dockerfile, tests over 1 MiB)."""
+    from harnessrl.runners.k8s_task_pod import TaskPodError, check_task
+
+    for split, loaded in tasks.items():
+        for lt in loaded:
+            if lt.assets.environment is not None:
+                try:
+                    check_task(lt.assets.environment)
+                except TaskPodError as exc:
+                    raise TaskLoadError(f"{split.value} task {lt.task.id!r}: {exc}") from None
 
 
 def _is_harbor(path: Path, fmt: str, split: TaskSplit) -> bool:

@@ -44,9 +44,9 @@ DEFAULT_ATTEMPT_ENV: dict[str, str] = {
 NO_LOCAL_VERIFIER_ON_KUBERNETES = (
     "a verifier command runs on the controller's machine in the attempt's workspace, and with [runner] "
     "kind = \"kubernetes\" that workspace stays in the pod, so every attempt would end as an infra "
-    "failure. Run the verifier in the pod after the harness and post its reward to HARNESSRL_REWARD_URL "
-    "(e.g. [runner] command = [\"sh\", \"-c\", \"/app/agent.sh; python /app/verify.py\"]), or score by "
-    "exit code ([rewards] exit_code_map); see docs/kubernetes.md, \"Rewards on Kubernetes\""
+    "failure. Give the task an 'image' and 'tests' (a folder whose test.sh writes /logs/verifier/reward.txt): "
+    "they run in the pod after the harness, outside its reach (docs/kubernetes.md, \"The task's image as the "
+    "pod\"); or score by exit code ([rewards] exit_code_map) or the harness's posts (\"Rewards on Kubernetes\")"
 )
 
 

@@ -121,11 +121,11 @@ class ContainerRunner(LocalRunner):
 
         paths = [*python_paths(), *command_dirs(command), *(Path(p).resolve() for p in cfg.mounts)]
         mounts: list[tuple[str, str, bool]] = []
-        for p in dict.fromkeys(paths):
-            if p.exists():
-                mounts.append((str(p), str(p), True))
+        paths = [p for p in dict.fromkeys(paths) if p.exists() and p not in self.hide]
+        for p in paths:
+            mounts.append((str(p), str(p), True))
         for h in self.hide:  # a config (store URL, keys) or the run dir beside the harness: masked
-            if h.exists() and any(h == p or p in h.parents for p in paths):
+            if h.exists() and any(p in h.parents for p in paths):
                 mounts.append(("tmpfs", str(h), False) if h.is_dir() else ("/dev/null", str(h), True))
         return mounts
 

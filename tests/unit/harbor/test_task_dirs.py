@@ -14,6 +14,7 @@ from harnessrl.harbor.paths import relative_instruction, rewrite_paths
 from harnessrl.harbor.task_dir import build_workspace, plan_environment, read_task_dir
 from harnessrl.harbor.verify import RewardFileError, read_reward, resolve_env
 from harnessrl.tasks import TaskLoadError, load_tasks
+from harnessrl.types import TaskSplit
 
 TEST_SH = "#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n"
 
@@ -76,11 +77,19 @@ def test_one_task_folder_is_a_task_set_of_one_and_ids_stay_unique(tmp_path: Path
         load_tasks(config, "r1")
 
 
-def test_kubernetes_refuses_harbor_tasks_before_any_attempt(tmp_path: Path) -> None:
-    make_task(tmp_path / "tasks")
-    config = load_config(write_run_config(tmp_path / "cfg", {"tasks": {"train": str(tmp_path / "tasks")},
+def test_on_kubernetes_a_harbor_task_is_its_image_and_one_with_only_a_dockerfile_is_refused(tmp_path: Path) -> None:
+    make_task(tmp_path / "built", toml='[environment]\ndocker_image = "registry.example/task:1"\ncpus = 2\n')
+    config = load_config(write_run_config(tmp_path / "cfg", {"tasks": {"train": str(tmp_path / "built")},
                                                              "runner": {"kind": "kubernetes", "command": ["x"]}}))
-    with pytest.raises(TaskLoadError, match="holds Harbor tasks, whose tests/test.sh is a verifier"):
+    [loaded] = load_tasks(config, "r1")[TaskSplit.TRAIN]
+    env = loaded.assets.environment
+    assert env is not None and env.image == "registry.example/task:1" and env.cpus == 2
+    assert env.tests is not None and env.tests.tests_dir.name == "tests" and loaded.assets.verifier is None
+    assert loaded.task.input == {"instruction": "Do it in /app."}  # paths stay: the pod has /app
+    make_task(tmp_path / "dockerfile")
+    config = load_config(write_run_config(tmp_path / "cfg2", {"tasks": {"train": str(tmp_path / "dockerfile")},
+                                                              "runner": {"kind": "kubernetes", "command": ["x"]}}))
+    with pytest.raises(TaskLoadError, match="task 't'.*(build|push)"):
         load_tasks(config, "r1")
 
 

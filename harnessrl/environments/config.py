@@ -61,10 +61,11 @@ class ContainerConfig(ConfigSection):
         1024, ge=16, description="Processes (and threads) a container may hold at once: a fork bomb stops there."
     )
     storage_mb: int | None = Field(
-        None,
+        10240,
         gt=0,
-        description="Writable-layer limit of tasks that set none (Harbor `storage_mb`); applied where the "
-        "engine's storage driver supports it (--storage-opt size), else checked after the attempt.",
+        description="Disk an attempt's container may write (its writable layer) for tasks that set none (Harbor "
+        "`storage_mb`): measured every second, and an attempt past it is stopped as the agent's failure "
+        "(environments/storage.py). None: no limit.",
     )
     build_timeout_s: float = Field(900.0, gt=0, description="Limit of one image build (Harbor `build_timeout_sec`).")
     pull: Literal["never", "missing"] = Field(
@@ -75,6 +76,13 @@ class ContainerConfig(ConfigSection):
     user: str | None = Field(None, description="User the harness runs as (default: the image's USER).")
     run_args: list[str] = Field(
         default_factory=list, description="Extra arguments for the engine's `create` (after harnessrl's own)."
+    )
+    pool_size: int = Field(
+        0,
+        ge=0,
+        description="Containers kept created and started ahead of attempts (environments/pool.py), so an "
+        "attempt only execs its harness; each is used by one attempt, then removed. Pays where attempts share "
+        "an image and the host idles while they wait on the model (docs/containers-choices.md); 0: none.",
     )
     keep_containers: Literal["none", "failed", "all"] = Field(
         "none", description="Which attempts' containers survive release (for debugging); removed otherwise."

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from harnessrl.environments import storage
 from harnessrl.environments.container import Container, ContainerSpec, host_python
 from harnessrl.environments.engine import (
     LABEL_OWNER,
@@ -34,6 +35,8 @@ from harnessrl.environments.engine import (
     find_engine,
 )
 from harnessrl.environments.images import ImageError, ImageResolver
+from harnessrl.environments.pool import WarmPool
+from harnessrl.environments.task_env import TaskEnvironment
 from harnessrl.runners.base import OnStart
 from harnessrl.runners.config import RunnerConfig
 from harnessrl.runners.env import TASK_INPUT_FILE_VAR, base_env, task_input_env
@@ -110,6 +113,8 @@ class ContainerRunner(LocalRunner):
         self._slots = asyncio.Semaphore(config.concurrency)
         self._cancels: dict[str, asyncio.Event] = {}
         self._swept = False
+        self.pool = WarmPool(self.engine, config.container.pool_size, RUN_INSIDE) if config.container.pool_size \
+            else None
         logger.info("attempts run in their task's container (%s); network: the gateway only", self.engine.binary)
 
     def _mounts(self, command: Sequence[str]) -> list[tuple[str, str, bool]]:
@@ -154,6 +159,7 @@ class ContainerRunner(LocalRunner):
         wants_net = task_env is not None and task_env.allow_internet and ccfg.allow_internet
         bridge: GatewayBridge | None = None
         box: Container | None = None
+        over: list[int] = []  # bytes written, once past the storage limit
         common: dict[str, Any] = {"attempt_dir": attempt_dir, "workdir": None}
         try:
             gateway = gateway_port(spec.env)
@@ -165,12 +171,14 @@ class ContainerRunner(LocalRunner):
                 mounts.append((str(sock.parent), SOCKET_DIR_INSIDE, False))
             name = f"hrl-{spec.rollout_id}-{uuid.uuid4().hex[:6]}"
             labels = {LABEL_RUN: self.run_id, LABEL_ROLLOUT: spec.rollout_id, LABEL_OWNER: self.owner}
-            box = await Container.start(self.engine, ContainerSpec(
+            box_spec = ContainerSpec(
                 image=image, name=name, labels=labels, workdir=inside_dir, mounts=mounts,
                 network=("slirp4netns" if self.engine.name == "podman" else "bridge") if wants_net else "none",
                 cpus=(task_env.cpus if task_env and task_env.cpus else ccfg.cpus),
                 memory_mb=(task_env.memory_mb if task_env and task_env.memory_mb else ccfg.memory_mb),
-                pids_limit=ccfg.pids_limit, user=ccfg.user, extra_args=tuple(ccfg.run_args)))
+                pids_limit=ccfg.pids_limit, user=ccfg.user, extra_args=tuple(ccfg.run_args))
+            box = await (self.pool.take(box_spec) if self.pool is not None else Container.start(self.engine, box_spec))
+            name = box.name  # a pooled container keeps the name it was started with
             box.clean, box.grade_image = ccfg.grading == "clean", grade_image
             common["box"] = box
             if spec.assets.workspace is not None:
@@ -182,10 +190,17 @@ class ContainerRunner(LocalRunner):
                                     *env_names_args(sorted(env)), name,
                                     box.python, "-I", "-S", "-c", FORWARDER, *relay, "--", *spec.command)
             handle = f"container:{name}"
-            out = await run_process(argv, cwd=attempt_dir, env={**base_env(["PATH", "HOME", "TMPDIR", "LANG",
-                                    "XDG_RUNTIME_DIR"], prepend_python_bin=False), **env}, timeout_s=spec.timeout_s,
-                                    kill_grace_s=cfg.kill_grace_s, max_output_bytes=cfg.max_log_bytes, cancel=cancel,
-                                    on_start=lambda _pid: on_start(handle) if on_start is not None else None)
+            watchdog = await self._watch_storage(box, task_env, cancel, over)
+            try:
+                out = await run_process(
+                    argv, cwd=attempt_dir, timeout_s=spec.timeout_s, kill_grace_s=cfg.kill_grace_s,
+                    env={**base_env(["PATH", "HOME", "TMPDIR", "LANG", "XDG_RUNTIME_DIR"], prepend_python_bin=False),
+                         **env},
+                    max_output_bytes=cfg.max_log_bytes, cancel=cancel,
+                    on_start=lambda _pid: on_start(handle) if on_start is not None else None)
+            finally:
+                if watchdog is not None:
+                    watchdog.cancel()
             if out.timed_out or out.cancelled:
                 await box.stop_processes()
         except (ProcessStartError, EngineError, OSError) as exc:
@@ -203,7 +218,11 @@ class ContainerRunner(LocalRunner):
                 await bridge.aclose()
         await asyncio.to_thread(_write_tails, attempt_dir, out.stdout, out.stderr)
         code = out.exit_code
-        if out.cancelled:
+        if over:
+            status, kind = RolloutStatus.FAILED, FailureKind.AGENT
+            reason = (f"the attempt wrote {over[0] >> 20} MB in its container, past its storage limit of "
+                      f"{self._storage_mb(task_env)} MB; it was stopped")
+        elif out.cancelled:
             status, kind, reason = RolloutStatus.CANCELLED, FailureKind.INFRA, "cancelled by the controller"
         elif out.timed_out:
             status, kind = RolloutStatus.TIMED_OUT, FailureKind.AGENT
@@ -219,6 +238,29 @@ class ContainerRunner(LocalRunner):
             rollout_id=spec.rollout_id, status=status, failure_kind=kind, reason=reason, exit_code=code,
             timed_out=out.timed_out, stdout=out.stdout, stderr=out.stderr, stdout_bytes=out.stdout_bytes,
             stderr_bytes=out.stderr_bytes, duration_s=time.monotonic() - started, handle=handle, **common)
+
+    def _storage_mb(self, task_env: TaskEnvironment | None) -> int | None:
+        return (task_env.storage_mb if task_env is not None and task_env.storage_mb else None) \
+            or self.config.container.storage_mb
+
+    async def _watch_storage(self, box: Container, task_env: TaskEnvironment | None, cancel: asyncio.Event,
+                             over: list[int]) -> asyncio.Task[None] | None:
+        """Watch the container's writable layer against its storage limit (``environments/storage.py``)."""
+        limit = self._storage_mb(task_env)
+        if limit is None:
+            return None
+        done = await self.engine.run("inspect", "--format", "{{.GraphDriver.Data.UpperDir}}", box.name,
+                                     check=False, timeout_s=60)
+        upper = Path(done.text.strip())
+        if done.returncode != 0 or not upper.is_absolute() or not upper.is_dir():
+            logger.warning("storage limit of %s MB not enforced for %s: its writable layer is not readable here",
+                           limit, box.name)
+            return None
+
+        def stop(written: int) -> None:
+            over.append(written)
+            cancel.set()
+        return asyncio.create_task(storage.watch(upper, limit, stop))
 
     def _env(self, spec: AttemptSpec) -> dict[str, str]:
         """The harness's environment inside: the image's PATH (the venv's bin first when mounted), the
@@ -236,6 +278,11 @@ class ContainerRunner(LocalRunner):
         env.update(spec.env)
         gateway = gateway_port(env)
         return loopback_env(env, *gateway) if gateway is not None else env
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        if self.pool is not None:
+            await self.pool.aclose()
 
     async def release(self, result: AttemptResult) -> None:
         box = result.box

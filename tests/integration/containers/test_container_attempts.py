@@ -235,3 +235,19 @@ run_attempts(Path({str(tmp_path)!r}), Path({str(task)!r}), ["sleep", "600"], run
     assert containers_of(engine, "killed-a")  # left behind
     run_attempts(tmp_path, task, ["true"], run_id="killed-b")  # another run starts on this machine
     assert containers_of(engine, "killed-a") == []
+
+
+def test_a_disk_filling_agent_is_stopped_at_its_storage_limit_and_the_other_attempt_is_not(
+        engine: Engine, tmp_path: Path) -> None:
+    task = harbor_task(tmp_path, "fill", toml="[agent]\ntimeout_sec = 60\n[verifier]\ntimeout_sec = 30\n"
+                                              "[environment]\nstorage_mb = 64\n")
+    fill = ["sh", "-c", 'if [ "$HARNESSRL_ROLLOUT_ID" = fill-0 ]; then '
+                        "while true; do head -c 8388608 /dev/zero >> /tmp/fill; done; "
+                        "else sleep 3; cp data.txt answer.txt; fi"]
+    started = time.monotonic()
+    (filled, _), (other, grade) = run_attempts(tmp_path, task, fill, n=2, run_id="fill")
+    assert filled.status is RolloutStatus.FAILED and filled.failure_kind is FailureKind.AGENT
+    assert "past its storage limit of 64 MB" in (filled.reason or "")
+    assert time.monotonic() - started < 50  # stopped by the limit, not by the 60 s timeout
+    assert other.status is RolloutStatus.SUCCEEDED and grade.value == 1.0
+    assert containers_of(engine, "fill") == []

@@ -2,8 +2,8 @@
 
 ``task_env.py`` says what a task asks for (image or Dockerfile, limits, how it is graded); ``engine.py``
 speaks to Podman or Docker (their shared CLI); ``images.py`` builds and caches task images; ``container.py``
-is one attempt's container (harness inside, gateway the only network); ``grading.py`` grades in it or in a
-clean one. The local runner for containers is ``harnessrl.runners.container``; Kubernetes uses the same
+is one attempt's container (harness inside, gateway the only network); ``reward_file.py`` reads Harbor's
+reward file. Grading in a container (the same one or a clean one) is ``harnessrl.rewards.container_grading``. The local runner for containers is ``harnessrl.runners.container``; Kubernetes uses the same
 ``TaskEnvironment`` for its pod (``harnessrl.runners.k8s_manifest``). docs/containers.md.
 """
 

@@ -17,8 +17,6 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harnessrl.runners.process import TailBuffer
-
 logger = logging.getLogger(__name__)
 
 #: Labels on everything an attempt creates: the sweep finds a killed controller's containers by them.
@@ -63,12 +61,14 @@ class Engine:
             self.binary, *args, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=dict(env) if env is not None else None)
-        out, err = TailBuffer(limit_bytes), TailBuffer(64 << 10)
+        out, err = bytearray(), bytearray()
 
-        async def pump(stream: asyncio.StreamReader | None, buf: TailBuffer) -> None:
+        async def pump(stream: asyncio.StreamReader | None, buf: bytearray, limit: int) -> None:
             assert stream is not None
             while chunk := await stream.read(65536):
-                buf.feed(chunk)
+                buf += chunk
+                if len(buf) > 2 * limit:  # keep the tail; trimmed rarely
+                    del buf[:len(buf) - limit]
 
         async def feed() -> None:
             if stdin is not None and proc.stdin is not None:
@@ -79,7 +79,7 @@ class Engine:
                     pass
                 proc.stdin.close()
 
-        work = asyncio.gather(pump(proc.stdout, out), pump(proc.stderr, err), feed(), proc.wait())
+        work = asyncio.gather(pump(proc.stdout, out, limit_bytes), pump(proc.stderr, err, 64 << 10), feed(), proc.wait())
         try:
             await asyncio.wait_for(asyncio.shield(work), timeout_s)
             code: int | None = proc.returncode
@@ -90,8 +90,7 @@ class Engine:
         except BaseException:
             proc.kill()
             raise
-        stdout = bytes(out._buf[-out.limit:]) if out.limit else b""
-        done = Completed(code, stdout, err.text())
+        done = Completed(code, bytes(out[-limit_bytes:]), bytes(err[-(64 << 10):]).decode("utf-8", "replace"))
         if check and code not in (0, None):
             raise EngineError(f"{self.name} {' '.join(_short(a) for a in args[:6])}: exit {code}: "
                               f"{done.stderr.strip()[-2000:]}")

@@ -16,7 +16,6 @@ the agent is not scored on a broken test). Tests that run past the task's ``[ver
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -29,50 +28,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from harnessrl.environments.reward_file import RewardFileError, read_reward
 from harnessrl.harbor.paths import AGENT_LOGS, ARTIFACTS, LOGS, TESTS, VERIFIER_LOGS, rewrite_tree
+
+__all__ = ["RewardFileError", "read_reward", "resolve_env"]
 
 _TAIL = 6000
 _MARGIN_S = 3.0  # stop the tests this long before scoring's own limit, to say why
-
-
-class RewardFileError(Exception):
-    """``test.sh`` left no reward, or one that is not a number."""
-
-
-def read_reward(verifier_dir: Path) -> tuple[float, dict[str, float]]:
-    """(the reward, every number of reward.json) from what test.sh wrote, by Harbor's rules."""
-    text_file, json_file = verifier_dir / "reward.txt", verifier_dir / "reward.json"
-    numbers: dict[str, float] = {}
-    if json_file.is_file():
-        try:
-            parsed = json.loads(json_file.read_text())
-        except ValueError as exc:
-            raise RewardFileError(f"/logs/verifier/reward.json is not JSON: {exc}") from None
-        if not isinstance(parsed, dict):
-            raise RewardFileError("/logs/verifier/reward.json must be an object, e.g. {\"reward\": 1.0}")
-        numbers = {str(k): float(v) for k, v in parsed.items()
-                   if isinstance(v, int | float) and not isinstance(v, bool)}
-        if "reward" in numbers:
-            return _finite(numbers["reward"]), numbers
-        if len(numbers) == 1 and not text_file.is_file():
-            return _finite(next(iter(numbers.values()))), numbers
-        if not text_file.is_file():
-            raise RewardFileError(f"/logs/verifier/reward.json has no \"reward\" key (numbers: {sorted(numbers)}) "
-                                  "and there is no reward.txt")
-    if not text_file.is_file():
-        raise RewardFileError("tests/test.sh wrote no reward: expected /logs/verifier/reward.txt (a number) or "
-                              "/logs/verifier/reward.json")
-    text = text_file.read_text().strip()
-    try:
-        return _finite(float(text)), numbers
-    except ValueError:
-        raise RewardFileError(f"/logs/verifier/reward.txt is not a number: {text[:200]!r}") from None
-
-
-def _finite(value: float) -> float:
-    if not math.isfinite(value):
-        raise RewardFileError(f"the reward is {value}; it must be a finite number")
-    return value
 
 
 def resolve_env(values: Mapping[str, str], env: Mapping[str, str]) -> dict[str, str]:

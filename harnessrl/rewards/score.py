@@ -30,9 +30,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harnessrl.environments.grade import Grade
-from harnessrl.environments.grading import grade_attempt
 from harnessrl.redaction.text import Redactor, redactor_for
 from harnessrl.rewards.config import RewardConfig
+from harnessrl.rewards.container_grading import grade_attempt
 from harnessrl.rewards.guards import find_tampering, symlinks_in_the_way
 from harnessrl.rewards.judge import JUDGE, Judge, JudgeSetupError, Verdict
 from harnessrl.rewards.posted import POSTED, SCORING_NAMES, posts_are_trained
@@ -302,7 +302,7 @@ async def _score_remote(spec: AttemptSpec, result: AttemptResult, store: Store, 
 async def _score_graded(spec: AttemptSpec, result: AttemptResult, store: Store, config: RewardConfig,
                         finish: Any, judge: Judge | None, defer: bool) -> RewardOutcome:
     """Rewards of an attempt graded in its task's environment: the tests run in its container (or a clean
-    one; ``environments/grading.py``), or a Kubernetes pod's verifier already ran them (``result.graded``).
+    one; ``container_grading.py``), or a Kubernetes pod's verifier already ran them (``result.graded``).
     The grade is the ``verifier`` source; a grading failure is infra unless ``verifier_failure_reward``."""
     env = spec.assets.environment
     if result.graded is not None:

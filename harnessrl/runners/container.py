@@ -7,7 +7,7 @@ environment. The container has no network (``--network none``): inside it a rela
 port at 127.0.0.1 and forwards, over a unix socket mounted into the container, to the gateway, so
 ``OPENAI_BASE_URL`` works unchanged and nothing else is reachable. A task that asks for the internet gets the
 engine's default network when ``[runner.container] allow_internet`` grants it (the host's loopback stays
-unreachable). The container lives on after the harness for grading (``environments/grading.py``) and is
+unreachable). The container lives on after the harness for grading (``rewards/container_grading.py``) and is
 removed at ``release``; one a killed controller left is removed by the next runner's start (``sweep``).
 """
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harnessrl.environments.grade import Grade
-from harnessrl.harbor.verify import RewardFileError, read_reward
+from harnessrl.environments.reward_file import RewardFileError, read_reward
 
 _STATUS = re.compile(r"exit=(\d+) timed_out=([01])")
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from harnessrl.environments.engine import LABEL_RUN, Engine, EngineUnavailable, find_engine
-from harnessrl.environments.grading import grade_attempt
 from harnessrl.harbor.load import load_harbor_tasks
+from harnessrl.rewards.container_grading import grade_attempt
 from harnessrl.runners import AttemptResult, RunnerConfig, make_attempt_spec, make_runner
 from harnessrl.types import FailureKind, RolloutStatus
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from harnessrl.environments.engine import LABEL_ROLLOUT, LABEL_RUN, Engine
-from harnessrl.environments.grading import grade_attempt
 from harnessrl.harbor.load import load_harbor_tasks
+from harnessrl.rewards.container_grading import grade_attempt
 from harnessrl.runners import RunnerConfig, make_attempt_spec, make_runner
 from harnessrl.runners.container import ContainerRunner
 from harnessrl.types import RolloutStatus

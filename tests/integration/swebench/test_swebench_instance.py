@@ -19,7 +19,7 @@ import pytest
 from harnessrl.environments.container import Container, ContainerSpec
 from harnessrl.environments.engine import Engine, EngineUnavailable, find_engine
 from harnessrl.environments.grade import Grade
-from harnessrl.environments.grading import grade_attempt
+from harnessrl.rewards.container_grading import grade_attempt
 from harnessrl.swebench.load import SwebenchTask, load_swebench_tasks
 
 pytestmark = pytest.mark.container

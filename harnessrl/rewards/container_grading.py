@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 from harnessrl.environments.grade import Box, Grade
+from harnessrl.environments.reward_file import RewardFileError, read_reward
 from harnessrl.environments.task_env import ContainerTests, TaskEnvironment
-from harnessrl.harbor.verify import RewardFileError, read_reward
 
 logger = logging.getLogger(__name__)
 _TAIL = 6000

@@ -9,9 +9,10 @@ Why: a pool of pre-started containers (issue 51) is only worth its code if it sa
 attempt. The gateway is a real HTTP server on loopback that records when each rollout's first request
 arrives; the harness is one urllib POST to $OPENAI_BASE_URL/chat/completions. Host attempts are
 ``LocalRunner``'s (bubblewrap too where ``bwrap`` is installed), cold ones ``ContainerRunner``'s (image
-built beforehand, not counted). Warm ones are ``ContainerRunner``'s with ``Container.start`` replaced by
-taking a container created and started before the round: exactly what a pool would leave an attempt to do
-(the socket and task input are hard-linked into a folder the pooled container mounts). Modes are
+built beforehand, not counted). Warm ones are ``ContainerRunner``'s with ``[runner.container] pool_size =
+--concurrency`` (environments/pool.py), the pool full when a round starts; the refills its takes start run
+beside the round's attempts, as they would in a run. "warm, no refill" holds the refill until the round is
+over: the upper bound, what a pool saves where its refill finds idle CPUs and no queue. Modes are
 interleaved per round and medians printed, because the CPU is shared. ``--concurrency`` starts that many
 attempts at once per mode: Podman's create/start serialize on its lock.
 
@@ -77,7 +78,7 @@ def med(xs: list[float]) -> float:
 class Bench:
     """The runners of every mode, sharing one gateway and one task; times in milliseconds."""
 
-    def __init__(self, tmp: Path, gateway: str) -> None:
+    def __init__(self, tmp: Path, gateway: str, pool_size: int) -> None:
         from harnessrl.harbor.load import load_harbor_tasks
         from harnessrl.runners import RunnerConfig, make_runner
         from harnessrl.runners.local import LocalRunner
@@ -102,9 +103,10 @@ class Bench:
         cfg = RunnerConfig.model_validate({"environment": "container", "command": command, "timeout_s": 120,
                                            "concurrency": 64})
         self.runners["container cold"] = make_runner(cfg, tmp / "cold", run_id="bench-start")
-        self.runners["container warm"] = make_runner(cfg, tmp / "warm", run_id="bench-start")
-        self.pool: dict[str, Any] = {}
-        self.fill_ms: list[float] = []
+        warm = cfg.model_copy(update={"container": cfg.container.model_copy(update={"pool_size": pool_size})})
+        self.runners["container warm"] = make_runner(warm, tmp / "warm", run_id="bench-start")
+        self.runners["warm, no refill"] = make_runner(warm, tmp / "warm2", run_id="bench-start")
+        self.refill_ms: list[float] = []
 
     def spec(self, runner: Any, rid: str) -> Any:
         from harnessrl.runners import make_attempt_spec
@@ -122,80 +124,40 @@ class Bench:
         await runner.release(result)
         return (Gateway.arrivals[rid] - t0) * 1000
 
-    async def fill(self, rids: list[str]) -> None:
-        """Pre-start the warm round's containers, one per rollout, as a pool would (timed: the refill cost)."""
-        from harnessrl.environments.container import Container, ContainerSpec
-        from harnessrl.environments.engine import LABEL_OWNER, LABEL_ROLLOUT, LABEL_RUN
-        from harnessrl.runners.container import RUN_INSIDE
-
-        runner = self.runners["container warm"]
-        image = await runner.images.image_for(self.task.assets.environment)
-
-        async def one(rid: str) -> None:
-            folder = Path(tempfile.mkdtemp(prefix="hrl-pool-"))
-            t = time.perf_counter()
-            box = await Container.start(runner.engine, ContainerSpec(
-                image=image, name=f"hrl-{rid}-pool00", workdir="/app",
-                labels={LABEL_RUN: runner.run_id, LABEL_ROLLOUT: rid, LABEL_OWNER: runner.owner},
-                mounts=[*runner._mounts(runner.config.command), (str(folder), RUN_INSIDE, False)],
-                cpus=runner.config.container.cpus, memory_mb=runner.config.container.memory_mb,
-                pids_limit=runner.config.container.pids_limit))
-            self.fill_ms.append((time.perf_counter() - t) * 1000)
-            self.pool[box.name] = (box, folder)
-        await asyncio.gather(*(one(r) for r in rids))
-
-    def take(self) -> Callable[..., Any]:
-        """``Container.start``'s stand-in for warm attempts: the pre-started container of that name, with
-        the attempt's gateway socket and task input linked into the folder it mounts."""
-        from harnessrl.runners.container import INPUT_INSIDE, SOCKET_DIR_INSIDE
-
-        async def start(engine: Any, spec: Any, **_: Any) -> Any:
-            box, folder = self.pool.pop(spec.name)
-            (folder / "gw").mkdir(exist_ok=True)
-            for host, inside, _ro in spec.mounts:
-                if inside == SOCKET_DIR_INSIDE:
-                    for sock in Path(host).iterdir():
-                        os.link(sock, folder / "gw" / sock.name)
-                elif inside == INPUT_INSIDE:
-                    os.link(host, folder / "task_input.json")
-            return box
-        return start
+    async def refilled(self, mode: str) -> float:
+        """Wait until a warm runner's pool is full again; the wait in ms (the refill's lag after a round)."""
+        pool = self.runners[mode].pool
+        t = time.perf_counter()
+        while sum(len(v) for v in pool._ready.values()) < pool.size:
+            await asyncio.sleep(0.05)
+        return (time.perf_counter() - t) * 1000
 
 
-class _FixedUuid:
-    """Makes the runner name a warm attempt's container as the pool did (what ``box.name`` would give)."""
-
-    class _U:
-        hex = "pool00"
-
-    @staticmethod
-    def uuid4() -> Any:
-        return _FixedUuid._U()
+def _record(into: list[tuple[Any, Any]]) -> Callable[[Any, Any], None]:
+    return lambda key, spec: into.append((key, spec))
 
 
 async def attempts(bench: Bench, rounds: int, concurrency: int) -> dict[tuple[str, int], list[float]]:
-    import harnessrl.runners.container as rc
-
     got: dict[tuple[str, int], list[float]] = {}
-    real_start, real_uuid = rc.Container.start, rc.uuid
     for i in range(rounds):
         for mode in bench.runners:
             for n in sorted({1, concurrency}):
                 tag = "".join(c for c in mode if c.isalnum())[:12]
                 rids = [f"{tag}-{i}-{n}-{j}" for j in range(n)]
-                warm = mode == "container warm"
-                if warm:
-                    await bench.fill(rids)
-                    rc.Container.start, rc.uuid = bench.take(), _FixedUuid  # type: ignore[assignment]
-                try:
-                    got.setdefault((mode, n), []).extend(
-                        await asyncio.gather(*(bench.attempt(mode, r) for r in rids)))
-                finally:
-                    rc.Container.start, rc.uuid = real_start, real_uuid  # type: ignore[method-assign]
+                if mode.startswith("warm") or mode == "container warm":
+                    bench.refill_ms.append(await bench.refilled(mode))
+                pool = bench.runners[mode].pool if mode == "warm, no refill" else None
+                later: list[tuple[Any, Any]] = []
+                if pool is not None:  # the upper bound: the refill waits until the round is over
+                    pool._refill = _record(later)
+                got.setdefault((mode, n), []).extend(await asyncio.gather(*(bench.attempt(mode, r) for r in rids)))
+                if pool is not None:
+                    del pool._refill
+                    pool._refill(*later[-1])
     return got
 
 
-def report_attempts(got: dict[tuple[str, int], list[float]], fill_ms: list[float], rounds: int,
+def report_attempts(got: dict[tuple[str, int], list[float]], refill_ms: list[float], rounds: int,
                     concurrency: int) -> None:
     print(f"start to first model call, ms (median over {rounds} rounds; at {concurrency}: every attempt's)")
     for (mode, n), xs in sorted(got.items(), key=lambda kv: (kv[0][1], list(dict(got).keys()).index(kv[0]))):
@@ -203,12 +165,14 @@ def report_attempts(got: dict[tuple[str, int], list[float]], fill_ms: list[float
     if not any(m.startswith("host (bubblewrap)") for m, _ in got):
         print("  host (bubblewrap): skipped, bwrap is not installed here")
     for n in sorted({n for _, n in got}):
-        host, cold, warm = (med(got[(m, n)]) for m in ("host (none)", "container cold", "container warm"))
-        print(f"  at {n}: cold/host x{cold / host:.1f}, warm/cold x{warm / cold:.2f}, "
-              f"a pool saves {cold - warm:.0f} ms per attempt = {(cold - warm) / 20000:.1%} of a 20 s attempt, "
-              f"{(cold - warm) / 60000:.1%} of a 60 s one")
-    print(f"  pool refill (create+start of one pooled container, as filled): median {med(fill_ms):.0f} ms "
-          "(moved off the attempt's path, not removed: the same CPUs and engine lock pay it)")
+        host, cold = med(got[("host (none)", n)]), med(got[("container cold", n)])
+        print(f"  at {n}: cold/host x{cold / host:.1f}")
+        for mode in ("container warm", "warm, no refill"):
+            warm = med(got[(mode, n)])
+            print(f"    {mode}: warm/cold x{warm / cold:.2f}, a pool saves {cold - warm:.0f} ms per attempt = "
+                  f"{(cold - warm) / 20000:.1%} of a 20 s attempt, {(cold - warm) / 60000:.1%} of a 60 s one")
+    print(f"  pool refill: waited {med(refill_ms):.0f} ms (median) before a warm round for the pool to be full again "
+          "(its work is moved off the attempt's path, not removed: the same CPUs and engine lock pay it)")
 
 
 # ---------------------------------------------------------------- libraries -----------------------------
@@ -312,13 +276,15 @@ def main() -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     with tempfile.TemporaryDirectory() as tmp:
-        bench = Bench(Path(tmp), f"http://127.0.0.1:{server.server_address[1]}")
+        bench = Bench(Path(tmp), f"http://127.0.0.1:{server.server_address[1]}", args.concurrency)
 
         async def go() -> None:
             for k, mode in enumerate(bench.runners):  # warm-up: builds the image, sweeps; not counted
                 await bench.attempt(mode, f"warmup-{k}")
             got = await attempts(bench, args.rounds, args.concurrency)
-            report_attempts(got, bench.fill_ms, args.rounds, args.concurrency)
+            for mode in ("container warm", "warm, no refill"):
+                await bench.runners[mode].aclose()
+            report_attempts(got, bench.refill_ms, args.rounds, args.concurrency)
         asyncio.run(go())
     server.shutdown()
 

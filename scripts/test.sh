@@ -19,6 +19,7 @@ fi
 .venv/bin/ruff check harnessrl tests benchmarks
 .venv/bin/python -m mypy harnessrl/gateway harnessrl/store harnessrl/training harnessrl/stack harnessrl/sft harnessrl/entrypoints \
   harnessrl/drivers harnessrl/redaction harnessrl/engines harnessrl/harbor harnessrl/atif harnessrl/runners harnessrl/run_cost.py \
+  harnessrl/environments harnessrl/swebench \
   harnessrl/controller.py harnessrl/cli.py
 .venv/bin/python -m pytest -q -m "not slow and not vllm" "$@"
 if [ "${CI:-}" = "true" ] || [ "${HARNESSRL_ALL_TESTS:-}" = "1" ]; then

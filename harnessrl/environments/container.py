@@ -101,8 +101,12 @@ class Container:
         try:
             await engine.run(*args, timeout_s=timeout_s)
             await engine.run("start", spec.name, timeout_s=timeout_s)
-            await engine.run("exec", spec.name, py, "-I", "-S", "-c", "import os,sys; os.makedirs(sys.argv[1], "
-                             "exist_ok=True)", spec.workdir, timeout_s=60)
+            made = await engine.run("exec", spec.name, py, "-I", "-S", "-c", "import os,sys; os.makedirs(sys.argv[1], "
+                                    "exist_ok=True)", spec.workdir, timeout_s=60, check=False)
+            if made.returncode != 0:  # PID 1 may have died at once: say why, from the engine's own record
+                state = await engine.run("inspect", "--format", "{{.State.Status}} (exit {{.State.ExitCode}}): "
+                                         "{{.State.Error}}", spec.name, timeout_s=60, check=False)
+                raise EngineError(f"the container did not stay up: {state.text.strip() or made.stderr.strip()}")
         except BaseException:
             await box.remove()
             raise

@@ -58,6 +58,17 @@ IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _PLAIN = ("PATH", "HOME", "TMPDIR")
 
 
+def _why(exc: BaseException, image: str) -> str:
+    """What a failed start most likely means: the container's PID 1 and relay are the host's Python, mounted
+    read-only, so an image without the host's C library (musl: Alpine; none: scratch) cannot run them."""
+    text = str(exc).lower()
+    if any(s in text for s in ("did not stay up", "no such file or directory", "exec format error")):
+        return (f" (the container runs the host's Python, {host_python()}, mounted read-only: {image} must be a "
+                "glibc-based image like the host, e.g. Debian or Ubuntu; a musl (Alpine) or empty (scratch) image "
+                "cannot run it, nor the host's venv or Node)")
+    return ""
+
+
 def owner_label() -> str:
     """This controller process, as ``host/pid/start-time``: a sweep knows a dead owner by it."""
     return f"{socket.gethostname()}/{os.getpid()}/{_start_time(os.getpid())}"
@@ -208,7 +219,8 @@ class ContainerRunner(LocalRunner):
                 await box.remove()
             common.pop("box", None)
             return unfinished_result(spec, RolloutStatus.FAILED, FailureKind.INFRA,
-                                     f"could not start the attempt's container: {exc}", started=started, **common)
+                                     f"could not start the attempt's container: {exc}{_why(exc, image)}",
+                                     started=started, **common)
         except BaseException:
             if box is not None:
                 await asyncio.shield(box.remove())

@@ -251,3 +251,17 @@ def test_a_disk_filling_agent_is_stopped_at_its_storage_limit_and_the_other_atte
     assert time.monotonic() - started < 50  # stopped by the limit, not by the 60 s timeout
     assert other.status is RolloutStatus.SUCCEEDED and grade.value == 1.0
     assert containers_of(engine, "fill") == []
+
+
+def test_an_image_without_the_hosts_c_library_is_refused_saying_why(engine: Engine, tmp_path: Path) -> None:
+    """The host's Python (PID 1, the relay, a mounted venv) needs glibc: a musl or empty image cannot run it."""
+    empty = tmp_path / "empty.tar"
+    import tarfile
+    with tarfile.open(empty, "w"):
+        pass
+    asyncio.run(engine.run("import", str(empty), "localhost/harnessrl-test/scratch:latest"))
+    task = harbor_task(tmp_path, "scratch", toml='[environment]\ndocker_image = "localhost/harnessrl-test/scratch:latest"\n')
+    [(res, grade)] = run_attempts(tmp_path, task, ["true"], run_id="scratch")
+    assert res.status is RolloutStatus.FAILED and res.failure_kind is FailureKind.INFRA
+    assert "did not stay up" in (res.reason or "") and "glibc-based image" in (res.reason or "")
+    assert grade is None and containers_of(engine, "scratch") == []

@@ -85,6 +85,7 @@ def test_pooled_containers_serve_one_attempt_each_and_go_with_the_runner(engine:
         got = asyncio.run(main())
     finally:
         server.shutdown()
+        server.server_close()
     for i, (stdout, value, handle) in enumerate(got):
         assert stdout.split() == [f"/r/warm-{i}/v1/models", str(i)]  # its own route and its own task input
         assert value == 1.0

@@ -1,6 +1,6 @@
 """The container engine: Podman or Docker, spoken to through their shared command line.
 
-Why the CLI and not a client library (docs/containers.md, "Choosing the container layer", has the figures):
+Why the CLI and not a client library (docs/containers-choices.md has the figures):
 both engines take the same ``create``/``exec``/``cp``/``build`` arguments, so one code path serves both;
 Podman needs no daemon for its CLI, while docker-py and podman-py need Podman's API service running; and the
 CLI adds no dependency to install. Every call is bounded in time and output, and a missing or broken engine

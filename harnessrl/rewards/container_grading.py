@@ -29,9 +29,11 @@ async def run_harbor_tests(box: Box, tests: ContainerTests, *, workdir: str, pyt
     """Copy the tests in, run them, read the reward file (Harbor's rules: a timeout scores 0)."""
     reward_dir = tests.reward_dir.rstrip("/")
     logs = str(Path(reward_dir).parent)
+    # As Harbor does: the folders made, and a reward file the agent left there removed before the tests run.
     made = await box.exec([python, "-I", "-S", "-c", "import os,sys\nfor d in sys.argv[1:]: os.makedirs(d, "
-                           "exist_ok=True)", reward_dir, f"{logs}/agent", f"{logs}/artifacts", tests.tests_path],
-                          timeout_s=60)
+                           "exist_ok=True)\nfor n in ('reward.txt', 'reward.json'):\n p = os.path.join(sys.argv[1], n)"
+                           "\n if os.path.lexists(p): os.unlink(p)", reward_dir, f"{logs}/agent", f"{logs}/artifacts",
+                           tests.tests_path], timeout_s=60)
     if made.exit_code != 0:
         return Grade(None, made.output, f"could not make the tests' folders in the container: {made.output[-500:]}")
     await box.put(tests.tests_dir, tests.tests_path)

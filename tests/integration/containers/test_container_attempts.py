@@ -265,3 +265,11 @@ def test_an_image_without_the_hosts_c_library_is_refused_saying_why(engine: Engi
     assert res.status is RolloutStatus.FAILED and res.failure_kind is FailureKind.INFRA
     assert "did not stay up" in (res.reason or "") and "glibc-based image" in (res.reason or "")
     assert grade is None and containers_of(engine, "scratch") == []
+
+
+def test_a_reward_file_the_agent_wrote_is_removed_before_the_tests_run(engine: Engine, tmp_path: Path) -> None:
+    """Tests that write no reward are a grading failure, never the agent's own reward.txt (Harbor deletes it)."""
+    task = harbor_task(tmp_path, "forged", test_sh="#!/bin/bash\ntrue\n")
+    forge = ["sh", "-c", "mkdir -p /logs/verifier && echo 1.0 > /logs/verifier/reward.txt"]
+    [(_, grade)] = run_attempts(tmp_path, task, forge, grading="same", run_id="forged")
+    assert grade.value is None and "wrote no reward" in (grade.error or "")

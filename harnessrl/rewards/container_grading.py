@@ -15,6 +15,7 @@ import asyncio
 import logging
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from harnessrl.environments.grade import Box, Grade
 from harnessrl.environments.reward_file import RewardFileError, read_reward
@@ -74,7 +75,7 @@ async def grade_attempt(box: object, env: TaskEnvironment, *, timeout_s: float) 
     """Grade an attempt whose container is ``box`` (a ``container.Container``), same or clean per its flag.
 
     Never raises for the engine's failures: they are a ``Grade`` without a value (infra)."""
-    from harnessrl.environments.container import Container, ContainerSpec
+    from harnessrl.environments.container import Container
     from harnessrl.environments.engine import EngineError
 
     assert isinstance(box, Container)
@@ -83,17 +84,31 @@ async def grade_attempt(box: object, env: TaskEnvironment, *, timeout_s: float) 
         if not box.clean:
             return await grade_in(box, env, workdir=box.workdir, python=box.python, timeout_s=timeout_s)
         tar = await box.export_workdir()
-        assert box.spec is not None
-        spec = ContainerSpec(image=box.grade_image or box.image, name=box.name + "-grade", labels=box.spec.labels,
-                             workdir=box.workdir, network="none", cpus=box.spec.cpus, memory_mb=box.spec.memory_mb,
-                             pids_limit=box.spec.pids_limit)
-        fresh = await Container.start(box.engine, spec)
         try:
-            await fresh.import_workdir(tar)
-            return await grade_in(fresh, env, workdir=fresh.workdir, python=fresh.python, timeout_s=timeout_s)
+            try:
+                return await _grade_clean(box, env, tar, "grade", timeout_s=timeout_s)
+            except EngineError as exc:  # a fresh container is cheap to make again: one engine hiccup is not infra
+                logger.info("grading %s in a clean container: %s; once more in another", box.name, exc)
+                await asyncio.sleep(1.0)
+                return await _grade_clean(box, env, tar, "grade2", timeout_s=timeout_s)
         finally:
-            await fresh.remove()
             await asyncio.to_thread(tar.unlink, True)
     except (EngineError, OSError) as exc:
         logger.warning("grading in the container of %s failed: %s", box.name, exc)
         return Grade(None, "", f"grading in the container failed: {exc}")
+
+
+async def _grade_clean(box: Any, env: TaskEnvironment, tar: Path, suffix: str, *, timeout_s: float) -> Grade:
+    """The tests in a fresh container of the task's image holding only the attempt's workdir (``tar``)."""
+    from harnessrl.environments.container import Container, ContainerSpec
+
+    assert box.spec is not None
+    spec = ContainerSpec(image=box.grade_image or box.image, name=f"{box.name}-{suffix}", labels=box.spec.labels,
+                         workdir=box.workdir, network="none", cpus=box.spec.cpus, memory_mb=box.spec.memory_mb,
+                         pids_limit=box.spec.pids_limit)
+    fresh = await Container.start(box.engine, spec)
+    try:
+        await fresh.import_workdir(tar)
+        return await grade_in(fresh, env, workdir=fresh.workdir, python=fresh.python, timeout_s=timeout_s)
+    finally:
+        await fresh.remove()

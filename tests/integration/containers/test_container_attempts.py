@@ -260,7 +260,8 @@ def test_an_image_without_the_hosts_c_library_is_refused_saying_why(engine: Engi
     with tarfile.open(empty, "w"):
         pass
     asyncio.run(engine.run("import", str(empty), "localhost/harnessrl-test/scratch:latest"))
-    task = harbor_task(tmp_path, "scratch", toml='[environment]\ndocker_image = "localhost/harnessrl-test/scratch:latest"\n')
+    task = harbor_task(tmp_path, "scratch", dockerfile="FROM localhost/harnessrl-test/scratch:latest\n",
+                       toml='[environment]\ndocker_image = "localhost/harnessrl-test/scratch:latest"\n')
     [(res, grade)] = run_attempts(tmp_path, task, ["true"], run_id="scratch")
     assert res.status is RolloutStatus.FAILED and res.failure_kind is FailureKind.INFRA
     assert "did not stay up" in (res.reason or "") and "glibc-based image" in (res.reason or "")

@@ -45,7 +45,7 @@ async def test_a_verifier_with_kubernetes_is_refused_at_start(cluster: Cluster, 
     path = _config_file(tmp_path, cluster.url, {"verifier": ["python", "verify.py"]})
     with pytest.raises(ConfigError, match=r"\[rewards\] verifier cannot be used with Kubernetes") as info:
         load_config(path)
-    assert "HARNESSRL_REWARD_URL" in str(info.value) and "exit_code_map" in str(info.value)  # the fix
+    assert "'image' and 'tests'" in str(info.value) and "exit_code_map" in str(info.value)  # the fixes
     with pytest.raises(SystemExit, match="verifier cannot be used with Kubernetes"):
         await asyncio.to_thread(main, ["train", str(path)])
     assert cluster.km._requests == []  # refused before any Job was made
@@ -55,7 +55,7 @@ async def test_a_verifier_with_kubernetes_is_refused_at_start(cluster: Cluster, 
 async def test_a_task_verifier_with_kubernetes_is_refused_when_tasks_load(cluster: Cluster, tmp_path: Path) -> None:
     path = _config_file(tmp_path, cluster.url, {})
     (tmp_path / "tasks.jsonl").write_text(json.dumps({"id": "t1", "input": {}, "verifier": ["python", "v.py"]}))
-    with pytest.raises(TaskLoadError, match="task 't1' names a 'verifier'.*HARNESSRL_REWARD_URL"):
+    with pytest.raises(TaskLoadError, match="task 't1' names a 'verifier'.*an 'image' and 'tests'.*in the pod"):
         load_tasks(load_config(path), "run-1")
 
 

@@ -175,7 +175,6 @@ class Container:
     async def remove(self) -> None:
         """Remove the container and all it holds; never raises (cleanup must not fail an attempt)."""
         try:
-            now = ["-t", "0"] if self.engine.name == "podman" else []  # docker's rm -f kills at once
-            await self.engine.run("rm", "-f", *now, self.name, timeout_s=120, check=False)
+            await self.engine.remove(self.name)
         except (OSError, EngineError) as exc:
             logger.warning("could not remove container %s: %s", self.name, exc)

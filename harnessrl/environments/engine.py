@@ -96,6 +96,11 @@ class Engine:
                               f"{done.stderr.strip()[-2000:]}")
         return done
 
+    async def remove(self, name: str, *, timeout_s: float = 120.0) -> Completed:
+        """Remove a container and all it holds at once (no stop timeout), whether it runs or not."""
+        now = ["-t", "0"] if self.name == "podman" else []  # docker's rm -f kills at once
+        return await self.run("rm", "-f", *now, name, check=False, timeout_s=timeout_s)
+
     def argv(self, *args: str) -> list[str]:
         """The full command line (for a process the runner watches itself, e.g. the harness's ``exec``)."""
         return [self.binary, *args]

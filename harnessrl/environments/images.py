@@ -142,7 +142,7 @@ class ImageResolver:
                 return
             box = f"hrl-install-{sha}"
             argv = ["sh", "-c", install[0]] if len(install) == 1 else list(install)
-            await self.engine.run("rm", "-f", box, check=False, timeout_s=60)
+            await self.engine.remove(box, timeout_s=60)
             try:
                 done = await self.engine.run("run", "--name", box, "--entrypoint", argv[0], base, *argv[1:],
                                              check=False, timeout_s=self.config.build_timeout_s)
@@ -151,5 +151,5 @@ class ImageResolver:
                                      f"{(done.text + done.stderr)[-_TAIL:]}")
                 await self.engine.run("commit", box, tag, timeout_s=600)
             finally:
-                await self.engine.run("rm", "-f", box, check=False, timeout_s=60)
+                await self.engine.remove(box, timeout_s=60)
         return await self._once(tag, make)

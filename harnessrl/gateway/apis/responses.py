@@ -1,11 +1,11 @@
 """The OpenAI Responses API as a translation to and from the internal chat request.
 
 ``openai-agents`` and Codex call ``/v1/responses``. ``to_chat`` turns input items (messages, function and
-custom tool calls and their outputs, reasoning) into chat messages. Tool groups (``namespace``) are
-flattened into function tools named ``<group>__<tool>`` and their calls mapped back to the group and name
-the harness declared; free-form ``custom`` tools become functions of one string argument ``input``;
-hosted tools the policy cannot run (``web_search``, ``file_search``, ``code_interpreter``, ...) are left
-out and noted. ``previous_response_id`` continues a conversation the gateway kept (the caller passes its
+custom tool calls and their outputs, reasoning) into chat messages, and the tools (top-level ``tools`` and
+Codex's ``additional_tools`` items) into chat function tools (``responses_tools``: tool groups flattened
+into ``<group>__<tool>`` and their calls mapped back to the group and name the harness declared; free-form
+``custom`` tools become functions of one string argument ``input``; top-level hosted tools the policy
+cannot run are left out and noted). ``previous_response_id`` continues a conversation the gateway kept (the caller passes its
 messages in): the last few of a live rollout in memory, older ones read back from its recorded calls. ``ResponseEncoder`` turns chat deltas into the Responses event stream as they
 arrive and builds the complete response object from the same deltas.
 """
@@ -26,7 +26,6 @@ from harnessrl.gateway.apis.base import (
     expect_list,
     expect_str,
     flat_name,
-    json_schema,
     optional_int,
     optional_number,
     parts_content,
@@ -35,13 +34,13 @@ from harnessrl.gateway.apis.base import (
 from harnessrl.gateway.apis.base import (
     kind as _kind,
 )
+from harnessrl.gateway.apis.responses_tools import chat_tools, merge
 from harnessrl.gateway.errors import BadRequest, LimitExceeded
 from harnessrl.types import ApiKind, Call, CallStatus
 
 _USED = frozenset({"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "tools",
                    "tool_choice", "parallel_tool_calls", "stream", "previous_response_id", "text"})
 _TEXT_PARTS = frozenset({"input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal"})
-_CUSTOM_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
 
 
 def _text(content: Any, where: str, t: Translation) -> str:
@@ -83,7 +82,8 @@ def _assistant_call(messages: list[dict[str, Any]], call: dict[str, Any]) -> Non
         messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
-def _items(items: list[Any], t: Translation) -> list[dict[str, Any]]:
+def _items(items: list[Any], t: Translation, tools: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The chat messages of the input items; the chat tools of its ``additional_tools`` items go to ``tools``."""
     messages: list[dict[str, Any]] = []
     for i, item in enumerate(items):
         where = f"input[{i}]"
@@ -107,50 +107,14 @@ def _items(items: list[Any], t: Translation) -> list[dict[str, Any]]:
             output = item.get("output")
             messages.append({"role": "tool", "tool_call_id": expect_str(item.get("call_id", ""), f"{where}.call_id"),
                              "content": output if isinstance(output, str) else _text(output, where, t)})
+        elif kind == "additional_tools":  # Codex's tools (responses_tools.py): offered as top-level ones
+            tools.append(chat_tools(item.get("tools") or [], t, f"{where}.tools", strict=True))
+            t.note("additional_tools", where)
         elif kind in MEDIA_TYPES:
             raise unsupported_media(str(kind), where, t.images)
         else:  # reasoning (not shown again), hosted-tool calls, item references, ...
             t.note("ignored_items", str(kind))
     return messages
-
-
-def _tools(tools: Any, t: Translation) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-
-    def add(tool: dict[str, Any], where: str, namespace: str | None) -> None:
-        kind = _kind(tool, "function")
-        name = expect_str(tool.get("name"), f"{where}.name")
-        flat = flat_name(namespace, name) if namespace else name
-        desc = tool.get("description") or ""
-        if kind == "function":
-            params = json_schema(tool.get("parameters"), f"{where}.parameters")
-        elif kind == "custom":  # free-form input (e.g. a patch in a grammar): one string argument
-            params = _CUSTOM_SCHEMA
-            fmt = tool.get("format")
-            if isinstance(fmt, dict) and isinstance(fmt.get("definition"), str):
-                desc = f"{desc}\n\nThe `input` argument follows this {fmt.get('syntax', '')} grammar:\n" \
-                       f"{fmt['definition']}"
-        else:
-            t.note("dropped_tools", f"{namespace}.{name}" if namespace else name)
-            return
-        t.names[flat] = ToolName(name=name, namespace=namespace, kind=kind)
-        out.append({"type": "function", "function": {
-            "name": flat, "description": expect_str(desc, f"{where}.description"), "parameters": params}})
-
-    for k, tool in enumerate(expect_list(tools, "'tools'")):
-        where = f"tools[{k}]"
-        tool = expect_dict(tool, where)
-        kind = _kind(tool, "function")
-        if kind in ("function", "custom"):
-            add(tool, where, None)
-        elif kind == "namespace":
-            ns = expect_str(tool.get("name"), f"{where}.name")
-            for j, sub in enumerate(expect_list(tool.get("tools") or [], f"{where}.tools")):
-                add(expect_dict(sub, f"{where}.tools[{j}]"), f"{where}.tools[{j}]", ns)
-            t.note("flattened_groups", ns)
-        else:  # hosted tools: web_search, file_search, code_interpreter, computer_use, mcp, local_shell, ...
-            t.note("dropped_tools", str(kind))
-    return out
 
 
 def _response_format(text: Any, t: Translation) -> dict[str, Any] | None:
@@ -195,7 +159,8 @@ def to_chat(body: Any, previous: list[dict[str, Any]] | None = None, images: boo
     instructions = body.get("instructions")
     if instructions:
         messages.append({"role": "system", "content": expect_str(instructions, "'instructions'")})
-    conversation = list(previous or ()) + _items(items, t)
+    groups = [chat_tools(body["tools"], t, "tools", strict=False)] if body.get("tools") else []
+    conversation = list(previous or ()) + _items(items, t, groups)
     t.notes["conversation_start"] = len(messages)
     chat: dict[str, Any] = {"model": model, "messages": messages + conversation}
     max_out = optional_int(body, "max_output_tokens")
@@ -204,10 +169,9 @@ def to_chat(body: Any, previous: list[dict[str, Any]] | None = None, images: boo
     for key in ("temperature", "top_p"):
         if optional_number(body, key) is not None:
             chat[key] = body[key]
-    if body.get("tools"):
-        tools = _tools(body["tools"], t)
-        if tools:
-            chat["tools"] = tools
+    tools = merge(groups)
+    if tools:
+        chat["tools"] = tools
     choice = body.get("tool_choice")
     if "tools" in chat and choice is not None:
         if isinstance(choice, str):

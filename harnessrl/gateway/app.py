@@ -22,7 +22,8 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.websockets import WebSocket
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from harnessrl.gateway.admin import AdminApi, json_response
@@ -39,6 +40,7 @@ from harnessrl.gateway.plugins import GatewayPlugin, PluginFactory
 from harnessrl.gateway.pool import EnginePool
 from harnessrl.gateway.recorder import Recorder, record_on, token_redactor
 from harnessrl.gateway.refusals import (
+    api_of,
     family,
     log_unknown_route,
     rollout_of,
@@ -162,10 +164,14 @@ class Gateway:
         r = admin.route
         routes = [
             *call_routes(self.calls.handle),  # the model calls: see CallLane (they rarely get this far)
+            # each under the rollout's URL with and without /v1, as the model calls (call_lane.PATHS)
             Route("/r/{rollout}/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
+            Route("/r/{rollout}/messages/count_tokens", self._count_tokens, methods=["POST"]),
             Route("/r/{rollout}/v1/models", self._models, methods=["GET"]),
+            Route("/r/{rollout}/models", self._models, methods=["GET"]),
             *self._gemini_routes(),
             Route("/r/{rollout}/reward", self._reward, methods=["POST"]),
+            WebSocketRoute("/r/{rollout}/{rest:path}", self._websocket),  # matches WebSocket handshakes only
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/healthz", self._healthz, methods=["GET"]),
             Route("/metrics", self._metrics, methods=["GET"]),
@@ -185,11 +191,13 @@ class Gateway:
         return Starlette(routes=routes, lifespan=self.lifespan, exception_handlers=handlers)
 
     def _gemini_routes(self) -> list[Route]:
-        """Google's Gemini API under a rollout: ``v1beta`` (what its clients call) and ``v1``; the model list
-        under ``v1beta`` (``/v1/models`` is OpenAI's, and answers Google's clients in their shape)."""
+        """Google's Gemini API under a rollout: ``v1beta`` (what its clients call), ``v1`` and no version (a
+        client handed a base URL naming one); the model list under ``v1beta`` (``/v1/models`` and ``/models``
+        are OpenAI's, and answer Google's clients in their shape). ``.../models/<model>`` without an action
+        is also OpenAI's model retrieval."""
         routes = [Route("/r/{rollout}/v1beta/models", self._models, methods=["GET"])]
-        for version in ("v1beta", "v1"):
-            base = f"/r/{{rollout}}/{version}/models/{{model}}"
+        for version in ("v1beta/", "v1/", ""):
+            base = f"/r/{{rollout}}/{version}models/{{model}}"
             routes += [Route(f"{base}:countTokens", self._gemini_count_tokens, methods=["POST"]),
                        # after the actions (call_routes, first), which it would match too: one model, or
                        # an action not served
@@ -230,7 +238,8 @@ class Gateway:
 
     async def _unknown_route(self, request: Request, exc: Exception) -> Response:
         """Routing's 404/405, answered in the request's API shape; under an authorized rollout's base URL it
-        is recorded on the rollout as a refused call (a harness on the wrong path can see why it failed)."""
+        is recorded on the rollout as a refused call under the API its path names (a harness on the wrong
+        path can see why it failed)."""
         t0 = time.perf_counter()
         refusal, kind = route_refusal(request, exc)
         rid = rollout_of(request.url.path)
@@ -241,9 +250,19 @@ class Gateway:
         if state is None:
             log_unknown_route(request, refusal, kind)
         else:
-            api = {"anthropic": ApiKind.ANTHROPIC_MESSAGES, "google": ApiKind.GEMINI}.get(kind, ApiKind.CHAT)
-            await self.calls.record_refused(request, api, state, None, refusal, t0)
+            await self.calls.record_refused(request, api_of(request), state, None, refusal, t0)
         return unknown_route_response(refusal, kind, exc)
+
+    async def _websocket(self, websocket: WebSocket) -> None:
+        """A WebSocket handshake under a rollout (Codex's Responses transport): refused before it is
+        accepted, answered and recorded as an unknown route is (426 on the Responses path: see
+        ``refusals.websocket_refusal``). Without the server's denial-response extension it is closed (403)."""
+        request = Request({**websocket.scope, "type": "http", "method": "GET"})  # the handshake, as HTTP
+        response = await self._unknown_route(request, HTTPException(404))
+        if "websocket.http.response" in websocket.scope.get("extensions", {}):
+            await websocket.send_denial_response(response)
+        else:
+            await websocket.close()
 
     async def _models(self, request: Request) -> Response:
         """The served policy's name: OpenAI's list, or Google's (a ``v1beta`` path or a Google client)."""

@@ -1,6 +1,7 @@
 """The model-call routes dispatched straight to the call handler, in front of Starlette's middleware and router.
 
-Every sampled call of every rollout takes one of a few fixed paths (``/r/<rollout>/v1/chat/completions``, ...).
+Every sampled call of every rollout takes one of a few fixed paths (``/r/<rollout>/v1/chat/completions``, the
+same without ``v1/``, ...).
 Through Starlette it passed two middlewares, each wrapping ``send``, and a router testing the path against
 every route's regex in turn: 5% of the gateway's Python samples at concurrency 1 (py-spy), half of which this
 lane takes away (the ``Request`` and ``Response`` objects stay). It matches those paths with string operations
@@ -28,15 +29,20 @@ class Handle(Protocol):
 
     def __call__(self, request: Request, api: ApiKind) -> Awaitable[Any]: ...
 
-#: The path after ``/r/<rollout>/`` of each model-call route (POST only), and its API.
-PATHS: dict[str, ApiKind] = {
-    "v1/chat/completions": ApiKind.CHAT,
-    "v1/completions": ApiKind.COMPLETIONS,
-    "v1/messages": ApiKind.ANTHROPIC_MESSAGES,
-    "v1/responses": ApiKind.RESPONSES,
+#: The APIs' own paths under a base URL that ends in ``/v1``.
+_CALLS: dict[str, ApiKind] = {
+    "chat/completions": ApiKind.CHAT,
+    "completions": ApiKind.COMPLETIONS,
+    "messages": ApiKind.ANTHROPIC_MESSAGES,
+    "responses": ApiKind.RESPONSES,
 }
-#: Gemini's ``<version>/models/<model>:<action>`` paths served as calls.
-GEMINI_VERSIONS = ("v1beta/models/", "v1/models/")
+#: The path after ``/r/<rollout>/`` of each model-call route (POST only), and its API: each under ``v1/``
+#: (clients that append ``/v1/...`` to the rollout's URL, or are handed ``.../v1``) and without it (clients
+#: handed the rollout's URL that append only ``/messages``, as the Vercel AI SDK's Anthropic provider does).
+PATHS: dict[str, ApiKind] = {**{f"v1/{p}": api for p, api in _CALLS.items()}, **_CALLS}
+#: Gemini's ``<version>/models/<model>:<action>`` paths served as calls; the last, with no version, for a
+#: client handed a base URL that already names one (the Vercel AI SDK's Google provider appends ``/models``).
+GEMINI_VERSIONS = ("v1beta/models/", "v1/models/", "models/")
 GEMINI_ACTIONS = (":generateContent", ":streamGenerateContent")
 
 

@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from harnessrl.gateway.apis import anthropic, gemini
+from harnessrl.gateway.call_lane import match
 from harnessrl.gateway.errors import GatewayError
 from harnessrl.store.base import NewCall
 from harnessrl.types import ApiKind, CallStatus
@@ -37,10 +38,10 @@ log = logging.getLogger("harnessrl.gateway")
 
 Family = Literal["openai", "anthropic", "google"]
 
-SERVED = ("the gateway serves, under a rollout's base URL /r/<rollout>/v1: chat/completions, completions, "
-          "responses, models (OpenAI) and messages, messages/count_tokens (Anthropic); under /r/<rollout>/v1beta "
-          "(or /v1): models, models/<model>:generateContent, :streamGenerateContent, :countTokens (Google "
-          "Gemini); docs/gateway.md")
+SERVED = ("the gateway serves, under a rollout's base URL /r/<rollout>/v1 (or /r/<rollout>): chat/completions, "
+          "completions, responses (HTTP POST; not its WebSocket mode), models (OpenAI) and messages, "
+          "messages/count_tokens (Anthropic); under /r/<rollout>/v1beta (or /v1, or none): models, "
+          "models/<model>:generateContent, :streamGenerateContent, :countTokens (Google Gemini); docs/gateway.md")
 
 def family(request: Request) -> Family:
     """Which API a request speaks, read from its path and headers (it cannot be routed, so nothing else)."""
@@ -53,13 +54,13 @@ def family(request: Request) -> Family:
     return "openai"
 
 
-def error_body(kind: Family, status: int, message: str) -> dict:
-    """The error in ``kind``'s shape, with the code ``unknown_route`` where the shape has a code."""
+def error_body(kind: Family, status: int, message: str, code: str = "unknown_route") -> dict:
+    """The error in ``kind``'s shape, with ``code`` where the shape has a code."""
     if kind == "anthropic":
-        return anthropic.error_body(status, message, "unknown_route")
+        return anthropic.error_body(status, message, code)
     if kind == "google":
-        return gemini.error_body(status, message, "unknown_route")
-    return GatewayError(message, status=status, code="unknown_route").body()
+        return gemini.error_body(status, message, code)
+    return GatewayError(message, status=status, code=code).body()
 
 
 #: The rollout a path names, when it is under a rollout's base URL.
@@ -74,24 +75,51 @@ def rollout_of(path: str) -> str | None:
 
 def route_refusal(request: Request, exc: Exception) -> tuple[GatewayError, Family]:
     """What routing's 404 or 405 becomes: the error (code ``unknown_route``, naming what is served) and
-    the API family whose shape it is answered in."""
+    the API family whose shape it is answered in. A WebSocket handshake on the Responses path is answered
+    426 instead (``websocket_refusal``)."""
+    if wants_websocket(request) and api_of(request) == ApiKind.RESPONSES:
+        return websocket_refusal(request), "openai"
     status = exc.status_code if isinstance(exc, HTTPException) else 404
     what = "no route" if status == 404 else "method not allowed"
     message = f"{what}: {request.method} {request.url.path}; {SERVED}"
     return GatewayError(message, status=status, code="unknown_route"), family(request)
 
 
+def wants_websocket(request: Request) -> bool:
+    """A WebSocket handshake (Codex opens its Responses WebSocket transport with one before any POST)."""
+    return request.scope["type"] == "websocket" or request.headers.get("upgrade", "").lower() == "websocket"
+
+
+def websocket_refusal(request: Request) -> GatewayError:
+    """The Responses WebSocket transport is not served: 426 Upgrade Required is the one answer on which
+    Codex falls back to HTTP at once (``WebsocketStreamOutcome::FallbackToHttp`` in codex-rs/core's
+    client.rs) and for the rest of its session; a 403, 404 or 405 it retries as a failed stream (about 6 s
+    lost per attempt)."""
+    message = (f"the Responses API's WebSocket mode is not served: {request.method} {request.url.path}; "
+               "send POST (HTTP, streamed with server-sent events) to the same path instead")
+    return GatewayError(message, status=426, code="websocket_unsupported")
+
+
+def api_of(request: Request) -> ApiKind:
+    """The API a refused request is recorded under: the one its path names (a GET on ``.../responses`` is a
+    Responses call refused), else the one its family speaks."""
+    found = match(request.url.path)
+    if found is not None:
+        return found[0]
+    return {"anthropic": ApiKind.ANTHROPIC_MESSAGES, "google": ApiKind.GEMINI}.get(family(request), ApiKind.CHAT)
+
+
 def unknown_route_response(refusal: GatewayError, kind: Family, exc: Exception) -> Response:
     """The refusal as JSON in ``kind``'s shape (a 405 keeps routing's ``Allow`` header)."""
     headers = getattr(exc, "headers", None)
-    return Response(orjson.dumps(error_body(kind, refusal.status, refusal.message)), status_code=refusal.status,
+    return Response(orjson.dumps(error_body(kind, refusal.status, refusal.message, refusal.code or "unknown_route")), status_code=refusal.status,
                     media_type="application/json", headers=headers)
 
 
 def log_unknown_route(request: Request, refusal: GatewayError, kind: Family) -> None:
     """The WARNING line of an unknown route not tied to an authorized rollout."""
-    log.warning("refused %s %s: %d unknown_route (%s API, by its path and headers)", request.method,
-                request.url.path, refusal.status, kind)
+    log.warning("refused %s %s: %d %s (%s API, by its path and headers)", request.method,
+                request.url.path, refusal.status, refusal.code, kind)
 
 
 def log_refused(request: Request, rollout_id: str, exc: GatewayError) -> None:

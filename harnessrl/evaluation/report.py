@@ -54,7 +54,7 @@ def print_report(figures: EvalFigures, console: Console, temperature: float | No
     console.print(table)
     for cmp in figures.comparisons:
         console.print(escape(f"{cmp.a.checkpoint} / {cmp.a.harness} - {cmp.b.checkpoint} / {cmp.b.harness}: "
-                             f"pass@1 {_signed(cmp.difference)} over {cmp.tasks} tasks: {cmp.verdict}"))
+                             f"pass@1 {signed(cmp.difference)} over {cmp.tasks} tasks: {cmp.verdict}"))
     for line in _not_scored(figures):
         console.print(escape(line), style="yellow")
     if temperature == 0 and figures.k > 1:
@@ -62,7 +62,7 @@ def print_report(figures: EvalFigures, console: Console, temperature: float | No
                       "does not ([eval] temperature = 1.0 samples)", style="yellow")
 
 
-def _signed(d: Interval) -> str:
+def signed(d: Interval) -> str:
     if math.isnan(d.value):
         return "n/a"
     return f"{d.value:+.3f} [{d.low:+.3f}, {d.high:+.3f}]"
@@ -99,7 +99,7 @@ def markdown(figures: EvalFigures, *, temperature: float | None, title: str, plo
     if figures.comparisons:
         out += ["", "## Paired comparisons (pass@1, by task)", "", "| a | b | a - b | tasks | verdict |",
                 "|---|---|---|---|---|"]
-        out += [f"| {c.a.checkpoint} / {c.a.harness} | {c.b.checkpoint} / {c.b.harness} | {_signed(c.difference)} "
+        out += [f"| {c.a.checkpoint} / {c.a.harness} | {c.b.checkpoint} / {c.b.harness} | {signed(c.difference)} "
                 f"| {c.tasks} | {c.verdict} |" for c in figures.comparisons]
     if plot:
         out += ["", f"![pass@1 and pass@{figures.k} per cell]({plot})"]

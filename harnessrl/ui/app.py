@@ -151,6 +151,23 @@ class Dashboard:
                 "cost_rows": cost_rows(h.cost) if h.cost is not None else [], "step_costs": step_costs(files),
                 "live": run.ended_at is None}
 
+    def eval(self, request: Request) -> Response:
+        """``harnessrl eval``'s matrix, comparisons and per-task grid, read from the store as the command
+        prints them (docs/eval.md)."""
+        from harnessrl.evaluation import report
+        from harnessrl.evaluation.results import figures_of_run
+
+        run_id = request.path_params["run"]
+        try:
+            run = self.store.get_run(run_id)
+        except NotFound:
+            return self.not_found(request, f"run {run_id!r}")
+        config = run.config if isinstance(run.config, dict) else {}
+        fig = figures_of_run(self.store, run.id, config)
+        return self.render(request, "eval.html", run=run, fig=fig, headers=report.headers(fig),
+                           rows=[report.row(c) for c in fig.cells], signed=report.signed,
+                           mark=lambda a: report.grid_symbol(a.reward, a.infra, fig.success_at))
+
     def rollouts(self, request: Request) -> Response:
         f = Filters.parse(request.query_params)
         rows, more = rollout_page(self.store, f)
@@ -211,6 +228,7 @@ class Dashboard:
             Route("/", self.runs, methods=["GET"]),
             Route("/runs/{run}", self.run, methods=["GET"]),
             Route("/runs/{run}/live", self.run_live, methods=["GET"]),
+            Route("/evals/{run}", self.eval, methods=["GET"]),
             Route("/rollouts", self.rollouts, methods=["GET"]),
             Route("/rollouts/{rollout}", self.rollout, methods=["GET"]),
             Route("/rollouts/{rollout}/calls/{index}", self.call, methods=["GET"]),

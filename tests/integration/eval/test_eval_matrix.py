@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 from run_config import TINY_ENGINE, write_run_config
+from starlette.testclient import TestClient
 
 from harnessrl.cli import main
 from harnessrl.config import load_config
 from harnessrl.drivers.eval import evaluate
 from harnessrl.store import open_store
 from harnessrl.types import FailureKind
+from harnessrl.ui import dashboard_app
 
 HERE = Path(__file__).resolve().parent
 KINDS = ("solved-1", "solved-2", "unsolved", "flaky", "broken")
@@ -83,6 +85,16 @@ def test_a_two_harness_matrix_reruns_infra_within_its_bound_and_a_rerun_runs_not
     store = open_store(config.store_url)
     try:
         assert len(store.list_rollouts(limit=1000)) == len(rollouts)
+        with TestClient(dashboard_app(store, tokenizer="none")) as client:  # the dashboard shows the same
+            assert f'/evals/{summary.run_id}"' in client.get("/").text
+            page = client.get(f"/evals/{summary.run_id}")
+            assert page.status_code == 200
+            html = page.text
+            assert "4 (+1 unscored)" in html and str(right.pass1) in html and cmp.verdict in html
+            grid = html[html.index('id="eval-grid"'):]
+            assert grid.count('class="attempt"') == len(rollouts)  # every attempt, each a link to its rollout
+            assert all(f"/rollouts/{r.id}" in grid for r in rollouts)
+            assert client.get("/evals/nope").status_code == 404
     finally:
         store.close()
 

@@ -524,6 +524,49 @@ def test_keep_a_long_generation_finishes_on_the_old_adapter_while_the_update_doe
             httpx.post(served.engine.urls[0] + "/unload_lora_adapter", json={"lora_name": name}, timeout=60)
 
 
+def test_an_eval_matrix_on_a_real_vllm(served: Served, tmp_path: Path) -> None:
+    """Issue 52 item 6: ``harnessrl eval`` with ``[engine] kind = "vllm"`` attached to the real server: two
+    harnesses x 2 attempts, every attempt recorded with vLLM's token ids, the figures and a rerun that runs
+    nothing, as on the embedded engine."""
+    import json
+    import sys
+
+    from run_config import write_run_config
+
+    from harnessrl.config import load_config
+    from harnessrl.drivers.eval import evaluate
+
+    here = ROOT / "tests" / "integration" / "eval"
+    (tmp_path / "state").mkdir()
+    (tmp_path / "tasks.jsonl").write_text("".join(json.dumps({"id": t, "input": {"question": t},
+                                                              "verifier_input": {"kind": t}}) + "\n"
+                                                  for t in ("solved", "unsolved")))
+    agent = [sys.executable, str(here / "agent.py")]
+    cfg = load_config(write_run_config(tmp_path, {
+        "run": {"name": "eval-vllm", "dir": str(tmp_path / "eval")},
+        "tasks": {"eval": str(tmp_path / "tasks.jsonl")},
+        "engine": {"kind": "vllm", "model": served.model_dir, "urls": served.engine.urls},
+        "gateway": {"render_mode": "engine", "engine_model": served.base},
+        "eval": {"attempts": 2, "temperature": 1.0},
+        "harnesses": {"right": {"command": agent, "env": {"EVAL_ANSWER": "right"}},
+                      "wrong": {"command": agent, "env": {"EVAL_ANSWER": "wrong"}}},
+        "runner": {"timeout_s": 300, "concurrency": 4, "sandbox": "none"},
+        "rewards": {"verifier": [sys.executable, str(here / "verify.py"), str(tmp_path / "state")]},
+    }))
+    summary = evaluate(cfg)
+    assert summary.launched == 8
+    right, wrong = summary.figures.cells
+    assert right.pass1.value == 0.5 and wrong.pass1.value == 0.0 and not right.infra and not wrong.infra
+    store = open_store(cfg.store_url)
+    try:
+        for r in store.list_rollouts(limit=100):
+            (call,) = store.get_calls(r.id)
+            assert call.completion_token_ids and call.policy_version == 0
+    finally:
+        store.close()
+    assert evaluate(cfg).launched == 0
+
+
 def test_full_weights_publish_restarts_the_server_on_the_saved_folder(served: Served, tmp_path: Path) -> None:
     """Last in the module: it leaves the server on the perturbed weights."""
     if not served.engine.launched:

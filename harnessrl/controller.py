@@ -44,7 +44,7 @@ from harnessrl.store import Store, StoreError
 from harnessrl.tasks import LoadedTask
 from harnessrl.training.group_choice import groups_to_train, reached, varied
 from harnessrl.training.replay import PastAttempt, beating, choose_replays, replay_samples
-from harnessrl.types import FailureKind, Rollout, RolloutStatus, TaskSplit
+from harnessrl.types import INTERRUPTED, FailureKind, Rollout, RolloutStatus, TaskSplit
 from harnessrl.weights.checkpoints import prune_checkpoints, save_checkpoint_atomic
 from harnessrl.weights.versions import record_policy_version
 
@@ -244,7 +244,7 @@ class Controller:
             await self.runner.release(result)
         except asyncio.CancelledError:  # Ctrl-C or shutdown: the runner stopped the harness; say so now
             with contextlib.suppress(Exception):  # not "running" until the next resume finds it
-                await asyncio.to_thread(self._fail_infra, rid, "controller interrupted while this attempt was in flight")
+                await asyncio.to_thread(self._fail_infra, rid, INTERRUPTED)
             raise
         except Exception as exc:  # a bug or infra problem: never let one attempt sink the step
             log.exception("attempt %s failed in the controller", rid)

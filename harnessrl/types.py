@@ -61,6 +61,10 @@ ROLLOUT_TRANSITIONS: dict[RolloutStatus, frozenset[RolloutStatus]] = {
 }
 
 
+#: The reason of an attempt stopped because its controller stopped (Ctrl-C, a kill found at the next start):
+#: infra, and no fault of the task, so ``harnessrl eval`` reruns it without counting it against the retry bound.
+INTERRUPTED = "controller interrupted while this attempt was in flight"
+
 class FailureKind(enum.StrEnum):
     """Why a rollout did not succeed.
 
@@ -125,6 +129,25 @@ class SampleFidelity(enum.StrEnum):
     MERGED = "merged"
     SPLIT = "split"
     RETOKENIZED = "retokenized"
+
+
+class ChainStart(enum.StrEnum):
+    """Why a sample (a *chain*: calls whose prompts extend one another) starts where it does.
+
+    ``first``: the rollout's first chain. ``compaction``: the harness replaced its history by a summary (the
+    sample names the call that wrote it); ``summary``: a chain opened by that summary request itself.
+    ``sub_agent``: a separate conversation run while another chain goes on (a sub-agent, or a side call).
+    ``prefix_break``: any other break (history edited or re-rendered, tools changed). ``choice``: an extra
+    choice of an ``n > 1`` call. Labels come from the tokens alone (``training/chains.py`` says how); every
+    chain is trained with its rollout's advantage whatever its label.
+    """
+
+    FIRST = "first"
+    COMPACTION = "compaction"
+    SUMMARY = "summary"
+    SUB_AGENT = "sub_agent"
+    PREFIX_BREAK = "prefix_break"
+    CHOICE = "choice"
 
 
 class TaskSplit(enum.StrEnum):
@@ -278,3 +301,11 @@ class Sample:
     #: Tokens of this sample that stand in for a secret (the gateway replaced them when recording): context
     #: as the model did not see it, and never trained (loss mask 0). 0: nothing was redacted.
     redacted: int = 0
+    #: Which chain of its rollout this sample is (0, 1, ... in the order of each chain's first call; a number
+    #: skipped is a chain left out, e.g. ``overflow = "drop"``), why it starts, the chain it came from
+    #: (compaction: the one summarised; sub-agent: its parent; None for the first) and, for a compaction, the
+    #: call whose completion is the summary this chain's prompt carries.
+    chain: int = 0
+    chain_start: ChainStart = ChainStart.FIRST
+    parent_chain: int | None = None
+    summary_call: int | None = None

@@ -29,7 +29,7 @@ from harnessrl.runners.preflight import check_command
 from harnessrl.stack import Stack
 from harnessrl.store import Store, open_store
 from harnessrl.tasks import LoadedTask, load_tasks
-from harnessrl.types import FailureKind, RolloutStatus, TaskSplit
+from harnessrl.types import INTERRUPTED, FailureKind, RolloutStatus, TaskSplit
 from harnessrl.weights.checkpoints import checkpoint_step, latest_checkpoint
 from harnessrl.weights.versions import record_policy_version
 
@@ -164,6 +164,6 @@ def close_interrupted(store: Store, run_id: str) -> int:
         for r in store.list_rollouts(run_id=run_id, status=status, limit=100_000):
             with contextlib.suppress(Exception):  # one that closed meanwhile is fine
                 store.transition_rollout(r.id, RolloutStatus.FAILED, failure_kind=FailureKind.INFRA,
-                                         error="controller interrupted while this attempt was in flight")
+                                         error=INTERRUPTED)
                 closed += 1
     return closed

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from harnessrl.evaluation.estimators import Interval, bootstrap, paired_difference, pass_at_k
-from harnessrl.types import FailureKind, Rollout
+from harnessrl.types import INTERRUPTED, FailureKind, Rollout
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,11 @@ class Attempt:
     @property
     def infra(self) -> bool:
         return self.rollout.failure_kind == FailureKind.INFRA or not self.rollout.status.terminal
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped because the eval itself stopped (Ctrl-C, a kill): rerun, not held against the task."""
+        return self.rollout.failure_kind == FailureKind.INFRA and self.rollout.error == INTERRUPTED
 
     @property
     def scored(self) -> bool:

@@ -117,7 +117,9 @@ def open_manifest(eval_dir: Path, print_: Mapping[str, Any], new_run_id: str) ->
 
 def still_needed(attempts: Sequence[Attempt], *, wanted: int, infra_retries: int) -> int:
     """How many attempts one task of one cell still needs: ``wanted`` that ended other than infra, with at
-    most ``infra_retries`` replacements for those that did. Never negative; nothing scored is rerun."""
+    most ``infra_retries`` replacements for those that did. Attempts the eval's own stop interrupted are
+    replaced outside that bound (a killed eval is not the task's fault). Never negative; nothing scored reruns."""
     finished = sum(not a.infra for a in attempts)
-    budget = wanted + infra_retries - len(attempts)  # launches left under the cap
+    counted = sum(not a.interrupted for a in attempts)
+    budget = wanted + infra_retries - counted  # launches left under the cap
     return max(0, min(wanted - finished, budget))

@@ -24,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 KINDS = ("solved-1", "solved-2", "unsolved", "flaky", "broken")
 
 
-def _config(tmp_path: Path, tasks: tuple[str, ...] = KINDS) -> Path:
+def _config(tmp_path: Path, tasks: tuple[str, ...] = KINDS, sleep: float = 0.0) -> Path:
     (tmp_path / "state").mkdir(exist_ok=True)
     with (tmp_path / "tasks.jsonl").open("w") as f:
         for t in tasks:
@@ -36,8 +36,8 @@ def _config(tmp_path: Path, tasks: tuple[str, ...] = KINDS) -> Path:
         "tasks": {"eval": str(tmp_path / "tasks.jsonl")},
         "engine": dict(TINY_ENGINE),
         "eval": {"attempts": 2, "infra_retries": 1, "temperature": 1.0, "resamples": 500},
-        "harnesses": {"right": {"command": agent, "env": {"EVAL_ANSWER": "right"}},
-                      "wrong": {"command": agent, "env": {"EVAL_ANSWER": "wrong"}}},
+        "harnesses": {"right": {"command": agent, "env": {"EVAL_ANSWER": "right", "EVAL_AGENT_SLEEP": str(sleep)}},
+                      "wrong": {"command": agent, "env": {"EVAL_ANSWER": "wrong", "EVAL_AGENT_SLEEP": str(sleep)}}},
         "runner": {"timeout_s": 120, "concurrency": 8, "sandbox": "none"},
         "rewards": {"verifier": [sys.executable, str(HERE / "verify.py"), str(tmp_path / "state")]},
     })
@@ -105,3 +105,49 @@ def test_a_changed_task_set_is_refused_with_what_changed(tmp_path: Path) -> None
     _config(tmp_path, ("solved-1", "unsolved-2"))
     with pytest.raises(SystemExit, match="tasks added: unsolved-2"):
         main(["eval", str(cfg)])
+
+
+def test_an_eval_killed_mid_way_resumes_with_its_unfinished_attempts_run_again(tmp_path: Path) -> None:
+    """SIGKILL while attempts run: the next run closes them as infra, runs what is missing, and ends with
+    every task of every cell at k scored attempts; what had finished is not run again."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    cfg = _config(tmp_path, ("solved-1", "solved-2", "unsolved-1"), sleep=3.0)  # long enough to be killed in flight
+    proc = subprocess.Popen([sys.executable, "-m", "harnessrl.cli", "eval", str(cfg)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    config = load_config(cfg)
+    deadline = time.monotonic() + 120
+    finished: list[str] = []
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.5)
+        if not (tmp_path / "eval" / "store.db").exists():
+            continue
+        store = open_store(config.store_url)
+        try:
+            rollouts = store.list_rollouts(limit=1000)
+        finally:
+            store.close()
+        finished = [r.id for r in rollouts if r.status.terminal]
+        if finished and any(not r.status.terminal for r in rollouts):
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(30)
+    assert finished, "no attempt finished before the kill"
+    resumed_at = time.time()
+    summary = evaluate(load_config(cfg))
+    store = open_store(config.store_url)
+    try:
+        rollouts = store.list_rollouts(limit=1000)
+    finally:
+        store.close()
+    interrupted = [r for r in rollouts if r.failure_kind == FailureKind.INFRA]
+    assert interrupted and all("interrupted" in (r.error or "") for r in interrupted)
+    first_run_scored = [r for r in rollouts if r.created_at < resumed_at and r.failure_kind != FailureKind.INFRA]
+    assert summary.launched == 2 * 3 * 2 - len(first_run_scored)  # only what the killed run did not finish
+    for cell in summary.figures.cells:
+        assert all(r.n == 2 for r in cell.tasks.values()) and not cell.unscored_tasks
+    assert set(finished) <= {r.id for r in rollouts}  # nothing finished was replaced
+    assert sum(r.failure_kind != FailureKind.INFRA for r in rollouts) == 2 * 3 * 2

@@ -31,6 +31,8 @@ from ._attempts import attempt
     (["infra"] * 6, 2, 0),  # unscored, never retried past the bound
     (["infra", "infra"], 0, 2),  # no retries: the cap is the 4 launches
     (["running", "ok"], 2, 3),  # left running by a killed eval: counted as infra
+    (["interrupted"] * 4 + ["ok"], 0, 3),  # stopped by the eval's own stop: replaced outside the bound
+    (["interrupted"] * 9 + ["infra", "infra", "infra"], 2, 3),  # 3 of the 6 counted launches left
 ])
 def test_a_rerun_launches_only_what_is_missing_within_the_infra_bound(done: list[str], retries: int,
                                                                       needed: int) -> None:

@@ -88,9 +88,20 @@ def continue_cli(new: str) -> list[dict]:
         ANSWER,
     ]
 
+
+def pi(new: str) -> list[dict]:
+    # Pi's edit takes a list of replacements, each matched against the original file
+    return [
+        {"tool": "read", "arguments": {"path": "greet.py"}},
+        {"tool": "edit", "arguments": {"path": "greet.py", "edits": [{"oldText": OLD, "newText": new}]}},
+        {"tool": "bash", "arguments": {"command": "python3 -m unittest"}},
+        ANSWER,
+    ]
+
+
 SCRIPTS = {"claude-code": claude_code, "codex": codex, "opencode": opencode, "gemini-cli": gemini_cli,
            "qwen-code": qwen_code, "cline": cline, "kilo": opencode,  # Kilo: built on OpenCode, its tools
-           "continue": continue_cli}
+           "continue": continue_cli, "pi": pi}
 BINARIES = {"claude-code": "claude", "codex": "codex", "opencode": "opencode", "gemini-cli": "gemini",
             "qwen-code": "qwen", "cline": "cline", "kilo": "kilo",
-            "continue": "cn"}
+            "continue": "cn", "pi": "pi"}

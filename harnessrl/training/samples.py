@@ -9,7 +9,10 @@ scores exactly the tokens the engine sampled.
 When no earlier sequence is a prefix (the harness summarised or edited its history), a new sample starts
 and records why (``split`` fidelity with a reason). A call may extend an *older* sample than the last one
 (retries, sub-agents, n>1 choices): the longest sequence that is a prefix of the prompt wins, so branches
-are followed rather than broken.
+are followed rather than broken. Each sample is one *chain* of the rollout: it is numbered and says why it
+started (``Sample.chain_start``: first, compaction, summary, sub-agent, prefix break, choice; see
+``chains.py``). No chain is dropped for being one: every trained call's completion lands in exactly one
+sample, and all of a rollout's samples get its advantage.
 
 A call whose text held a secret was stored with the secret's tokens replaced by a placeholder
 (``sampling["redacted"]``, see ``redaction/tokens.py``). Such a token is never trained: in a
@@ -26,8 +29,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from harnessrl.training.chains import Break, Step, label_breaks
 from harnessrl.training.config import SampleConfig
-from harnessrl.types import Call, CallStatus, Sample, SampleFidelity
+from harnessrl.types import Call, CallStatus, ChainStart, Sample, SampleFidelity
 
 
 @dataclass(slots=True)
@@ -76,6 +80,10 @@ class _Open:
     fidelity: SampleFidelity = SampleFidelity.EXACT
     reason: str | None = None
     redacted: list[int] = field(default_factory=list)  # positions of placeholder tokens
+    chain: int = 0
+    chain_start: ChainStart = ChainStart.FIRST
+    parent_chain: int | None = None
+    summary_call: int | None = None
 
     def append_call(self, call_index: int, version: int, context: Sequence[int], completion: Sequence[int],
                     logprobs: Sequence[float], temperature: float = 1.0, redacted: _Redacted | None = None,
@@ -145,20 +153,26 @@ def _exclusion_reason(call: Call, config: SampleConfig) -> str | None:
     return None
 
 
-def _split_reason(prompt: Sequence[int], opened: list[_Open]) -> tuple[SampleFidelity, str | None]:
-    """Fidelity of a sample that starts fresh, explained against the closest earlier sequence."""
+#: A fresh sample's closest earlier chain and how many tokens of the prompt they share.
+_Closest = tuple[int, int]
+
+
+def _split_reason(prompt: Sequence[int], opened: list[_Open]) -> tuple[SampleFidelity, str | None, _Closest | None]:
+    """Fidelity of a sample that starts fresh, explained against the closest earlier sequence (returned
+    too, for ``chains.label_breaks``)."""
     if not opened:
-        return SampleFidelity.EXACT, None
+        return SampleFidelity.EXACT, None, None
     best_len, best = -1, opened[-1]
     for cand in reversed(opened):  # latest first, so ties name the most recent sequence
         k = common_prefix_length(prompt, cand.tokens)
         if k > best_len:
             best_len, best = k, cand
+    closest = (best.chain, best_len)
     if best_len == len(prompt) < len(best.tokens):
         return SampleFidelity.SPLIT, (
             f"prompt shorter than previous sequence ({len(prompt)} < {len(best.tokens)} tokens)"
-        )
-    return SampleFidelity.SPLIT, f"prefix broken at token {best_len} of {len(best.tokens)}"
+        ), closest
+    return SampleFidelity.SPLIT, f"prefix broken at token {best_len} of {len(best.tokens)}", closest
 
 
 def _find_parent(prompt: Sequence[int], opened: list[_Open]) -> _Open | None:
@@ -189,6 +203,8 @@ def build_samples(
     config = config or SampleConfig()
     counts: Counter[str] = Counter()
     opened: list[_Open] = []
+    steps: list[Step] = []  # choice 0 of every trained call, in order, with the chain it went to
+    breaks: list[Break] = []
     for call in sorted(calls, key=lambda c: c.index):
         reason = _exclusion_reason(call, config)
         if reason is not None:
@@ -211,11 +227,14 @@ def build_samples(
                                redacted, context_offset=len(parent.tokens))
             counts["calls.merged"] += 1
         else:
-            fidelity, why = _split_reason(prompt, opened)
-            fresh = _Open(tokens=[], mask=[], logprobs=[], fidelity=fidelity, reason=why)
+            fidelity, why, closest = _split_reason(prompt, opened)
+            fresh = _Open(tokens=[], mask=[], logprobs=[], fidelity=fidelity, reason=why, chain=len(opened))
+            if closest is not None:
+                breaks.append(Break(fresh.chain, len(steps), *closest))
             fresh.append_call(call.index, call.policy_version, prompt, call.completion_token_ids,
                               call.completion_logprobs, call_temperature(call), redacted)
             opened.append(fresh)
+        steps.append(Step(call.index, (parent or opened[-1]).chain, prompt, call.completion_token_ids))
         retokenized = call.sampling.get("retokenized")
         if retokenized:  # imported text rendered by a tokenizer, not sampled tokens: never passed off as exact
             target = parent if parent is not None else opened[-1]
@@ -226,18 +245,23 @@ def build_samples(
                     counts["excluded.choice_without_tokens"] += 1
                     continue
                 extra = _Open(tokens=[], mask=[], logprobs=[], fidelity=SampleFidelity.SPLIT,
-                              reason=f"choice {j} of call {call.index}")
+                              reason=f"choice {j} of call {call.index}", chain=len(opened),
+                              chain_start=ChainStart.CHOICE, parent_chain=steps[-1].chain)
                 extra.append_call(call.index, call.policy_version, prompt, choice.token_ids, choice.logprobs,
                                   call_temperature(call), _redacted(call, j))
                 opened.append(extra)
         elif len(call.choices) > 1:
             counts["excluded.extra_choices"] += len(call.choices) - 1
+    for chain, label in label_breaks(steps, breaks).items():
+        o = opened[chain]
+        o.chain_start, o.parent_chain, o.summary_call = label.start, label.parent, label.summary_call
     samples = []
     for o in opened:
         sample = _finish(o, rollout_id or "", group_id, config, counts)
         if sample is not None:
             samples.append(sample)
             counts[f"fidelity.{sample.fidelity.value}"] += 1
+            counts[f"chains.{sample.chain_start.value}"] += 1
     return SampleSet(samples=samples, counts=counts)
 
 
@@ -273,4 +297,8 @@ def _finish(o: _Open, rollout_id: str, group_id: str, config: SampleConfig, coun
         call_spans=o.spans,
         temperatures=o.temps if any(t != 1.0 for t in o.temps) else None,
         redacted=sum(1 for i in o.redacted if i < len(o.tokens)),
+        chain=o.chain,
+        chain_start=o.chain_start,
+        parent_chain=o.parent_chain,
+        summary_call=o.summary_call,
     )

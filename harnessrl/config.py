@@ -8,6 +8,7 @@ harness to launch (``[runner] command``) and which tasks to give it (``[tasks] t
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -382,7 +383,10 @@ def _absolute_files(argv: list[Any], base: Path) -> list[Any]:
     """Arguments naming files next to the config become absolute: attempts run in their own folders."""
     out = []
     for arg in argv:
+        if isinstance(arg, str) and Path(arg).is_absolute() and Path(arg).is_file():
+            out.append(os.path.normpath(arg))  # "/x/../y" too; symlinks kept (a venv's python must stay itself)
+            continue
         candidate = base / str(arg)
-        is_file = isinstance(arg, str) and not Path(arg).is_absolute() and candidate.is_file()
+        is_file = isinstance(arg, str) and candidate.is_file()
         out.append(str(candidate.resolve()) if is_file else arg)  # no ".." left: a sandbox mounts only its folder
     return out

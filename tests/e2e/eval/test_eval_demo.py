@@ -43,7 +43,7 @@ def test_base_and_a_trained_checkpoint_in_two_harnesses(tmp_path: Path, capsys: 
     for cell in ("base", f"demo/{step.name}"):
         for harness in ("search-agent", "rag-agent"):
             assert f"| {cell} | {harness} | " in report.read_text()
-    assert printed.count("pass@1 ") == 4  # four paired comparisons: 2 checkpoint pairs, 2 harness pairs
+    assert printed.count(": pass@1 ") == 4  # four paired comparisons: 2 checkpoint pairs, 2 harness pairs
     assert "pass@2" in printed
     store = open_store(f"sqlite:///{tmp_path / 'eval' / 'store.db'}")
     try:

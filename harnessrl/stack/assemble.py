@@ -77,9 +77,9 @@ class Stack:
             engine_server = start_server(engine, owns_engine=True)
             engines = [engine_server.base_url]
         elif config.engine.kind == "vllm":
-            from harnessrl.stack import vllm as vllm_stack
+            from harnessrl.stack.vllm import start_engine
 
-            engine_server = vllm_stack.start_engine(config)  # launched or attached vLLM servers
+            engine_server = start_engine(config)  # launched or attached vLLM servers
             engines = engine_server.urls
         elif config.engine.kind == "sglang":
             from harnessrl.engines.sglang import check_sglang
@@ -115,20 +115,22 @@ class Stack:
             # The gateway renders with the served model's own tokenizer (token-exact mode).
             gw_config.render = gw_config.render.model_copy(update={"tokenizer": config.engine.model})
         if config.engine.kind == "vllm":
-            from harnessrl.stack import vllm as vllm_stack
+            from harnessrl.stack.vllm import gateway_overrides
 
-            gw_config = gw_config.model_copy(update=vllm_stack.gateway_overrides(config, engine_server))
+            gw_config = gw_config.model_copy(update=gateway_overrides(config, engine_server))
         gateway_app = Gateway(store, gw_config, plugins=gateway_plugins(gw_config, config.production))
         mount_dashboard(gateway_app)  # /ui over the run's store, behind the admin token
         gateway = GatewayServer(gateway_app).start()
         if trainer is not None and config.policies:
-            from harnessrl.stack import policies as policy_stack
+            from harnessrl.stack.policies import attach, republish
 
-            policy_stack.attach(trainer, gateway)
+            attach(trainer, gateway)
             if checkpoint is not None:
-                policy_stack.republish(trainer, engine)
+                republish(trainer, engine)
         elif trainer is not None and config.engine.kind == "vllm":
-            vllm_stack.attach_gateway(trainer.publisher, gateway.url, gateway.gateway.admin_token)
+            from harnessrl.stack.vllm import attach_gateway
+
+            attach_gateway(trainer.publisher, gateway.url, gateway.gateway.admin_token)
             if trainer.policy_version > 0:  # a resumed run: serve the checkpoint's weights again
                 trainer.publisher.publish(trainer.model, trainer.policy_version)
         log.info("gateway at %s, engines %s", gateway.url, engines)

@@ -25,8 +25,8 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+import harnessrl.engines.embedded.protocol as P  # the module, not the package: its __init__ imports this one
 from harnessrl.engines.config import EngineConfig
-from harnessrl.engines.embedded import protocol as P
 from harnessrl.engines.embedded.engine import BASE, EmbeddedEngine, EngineBusyError
 from harnessrl.engines.embedded.outputs import Delta, EngineError, RequestHandle
 from harnessrl.engines.embedded.sampling import InvalidRequestError

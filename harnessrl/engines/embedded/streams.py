@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from harnessrl.engines.embedded import protocol as P
+import harnessrl.engines.embedded.protocol as P  # the module, not the package: its __init__ imports this one
 from harnessrl.engines.embedded.engine import EmbeddedEngine
 from harnessrl.engines.embedded.outputs import Admitted, Delta, Failed, RequestHandle
 

@@ -2,8 +2,10 @@
 top-level modules), so each layer can be read, loaded and tested without the ones above it.
 
 Read from the source: every import counts, those inside functions and under ``TYPE_CHECKING`` included,
-because a lazy import hides a cycle from the interpreter, not from a reader. A part is what sits directly
-under ``harnessrl/`` (``gateway``, ``stack``, ``drivers``, ``types.py``...). The layers, bottom up: docs/architecture.md.
+because a lazy import hides a cycle from the interpreter, not from a reader. ``from pkg import mod`` imports
+``pkg`` (its ``__init__``) as well as ``pkg.mod``: a module that imports its own package that way closes a cycle
+with the ``__init__`` that imports it (issue 54). A part is what sits directly under ``harnessrl/`` (``gateway``,
+``stack``, ``drivers``, ``types.py``...). The layers, bottom up: docs/architecture.md.
 
 ``KNOWN_*_BACK_EDGES`` would list an import allowed to close a cycle, with its reason; both are empty (the
 layout move of issue 33 removed the last ones), and the test fails on an entry whose import is gone.
@@ -60,7 +62,8 @@ def module_graph() -> nx.DiGraph:
                 if node.level:  # relative: from . import x, from ..a import b
                     anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                     base = f"{anchor}.{base}" if base else anchor
-                targets = [f"{base}.{a.name}" for a in node.names]  # a submodule, or a name in ``base``
+                # ``base`` runs first, its ``__init__`` included, even when the names are its submodules
+                targets = [base, *(f"{base}.{a.name}" for a in node.names)]
             elif isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             for target in targets:
@@ -131,5 +134,6 @@ def test_the_reader_sees_every_kind_of_import() -> None:
     assert graph.has_edge("harnessrl.cli", "harnessrl.entrypoints.train")  # module level, a submodule by name
     assert graph.has_edge("harnessrl.entrypoints.train", "harnessrl.drivers.rl")  # inside a function
     assert graph.has_edge("harnessrl.controller", "harnessrl.store.judge_calls")  # under TYPE_CHECKING
+    assert graph.has_edge("harnessrl.cli", "harnessrl.entrypoints")  # ``from pkg import mod`` runs pkg's __init__
     a_cycle = nx.DiGraph([("x", "y"), ("y", "x"), ("y", "z")])
     assert _cycles(a_cycle, {}) and not _cycles(a_cycle, {("y", "x"): "test"})

@@ -8,6 +8,7 @@ harness to launch (``[runner] command``) and which tasks to give it (``[tasks] t
 
 from __future__ import annotations
 
+import copy
 import os
 import tomllib
 from pathlib import Path
@@ -327,13 +328,18 @@ class HarnessConfig(ConfigSection):
         return self.store.url or f"sqlite:///{self.run_dir / 'store.db'}"
 
 
+#: Keys whose relative path is resolved against the config's folder when used (``HarnessConfig.resolve``).
+RELATIVE_TO_CONFIG = (("run", "dir"), ("tasks", "train"), ("tasks", "eval"), ("rewards", "judge", "rubric_file"))
+
+
 def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None, *,
                 gateway_alone: bool = False) -> HarnessConfig:
-    """Read and validate a TOML config; ``overrides`` are merged per section (CLI flags).
+    """Read and validate a TOML config; ``overrides`` (the command line's) are deep-merged over the file.
 
     ``path`` None: every default (``harnessrl gateway`` given flags only). ``gateway_alone``: the gateway
     serves by itself (``harnessrl gateway``) on its own default port and render mode; a run's stack
-    (``train``/``collect``) defaults them to a free port and gateway-side rendering.
+    (``train``/``collect``) defaults them to a free port and gateway-side rendering. A relative path in the
+    file is relative to the file's folder; one in ``overrides`` to the working directory, as a shell's is.
     """
     data: dict[str, Any] = {}
     if path is not None:
@@ -345,26 +351,93 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
             raise ConfigError(f"config file not found: {path}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path} is not valid TOML: {exc}") from None
-    for section, values in (overrides or {}).items():
-        data.setdefault(section, {}).update(values)
+    given = copy.deepcopy(overrides or {})
+    base = path.parent.resolve() if path is not None else Path.cwd()
+    runner_kind = _get(given, ("runner", "kind"), _get(data, ("runner", "kind"), "local"))
+    _absolute_paths(data, base, runner_kind)
+    _absolute_paths(given, Path.cwd(), runner_kind)
+    for key in RELATIVE_TO_CONFIG:  # resolved when used, against base_dir: absolute now, from here
+        value = _get(given, key, None)
+        if isinstance(value, str):
+            _put(given, key, str((Path.cwd() / Path(value).expanduser()).resolve()))
+    merge(data, given)
     data.setdefault("gateway", {})
-    if not gateway_alone:
+    if not gateway_alone and isinstance(data["gateway"], dict):
         data["gateway"].setdefault("port", 0)
         data["gateway"].setdefault("render_mode", "gateway")
-    base = path.parent.resolve() if path is not None else Path.cwd()
+    try:
+        return HarnessConfig.model_validate({**data, "base_dir": base})
+    except ValidationError as exc:
+        raise ConfigError(f"invalid config {path or '(command-line flags)'}:\n{describe_errors(exc)}") from None
+
+
+def parse_setting(text: str) -> dict[str, Any]:
+    """``--set section.key=VALUE`` as the nested table it stands for: ``{"section": {"key": VALUE}}``.
+
+    VALUE is read as a TOML value when it is one (``8``, ``true``, ``["a", "b"]``, ``"quoted"``), else kept as
+    the string it is (``runs/x``, ``podman``), so a path or a name needs no quotes. The key is checked later,
+    by the config model, which names an unknown one with the nearest known keys.
+    """
+    key, sep, raw = text.partition("=")
+    parts = key.strip().split(".")
+    if not sep or not all(p.strip() for p in parts):
+        raise ConfigError(f"--set {text!r}: expected KEY=VALUE with a dotted config key, e.g. "
+                          "--set training.lora.r=8 or --set runner.container.engine=podman")
+    try:
+        value: Any = tomllib.loads(f"value = {raw}")["value"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return at_key(".".join(p.strip() for p in parts), value)
+
+
+def at_key(key: str, value: Any) -> dict[str, Any]:
+    """``value`` at a dotted key: ``at_key("training.lora.r", 8)`` is ``{"training": {"lora": {"r": 8}}}``."""
+    table: dict[str, Any] = {}
+    _put(table, tuple(key.split(".")), value)
+    return table
+
+
+def merge(into: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into ``into`` table by table (``training.lora.r`` keeps ``training.lora.alpha``)."""
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            merge(into[key], value)
+        else:
+            into[key] = value
+    return into
+
+
+def _get(data: dict[str, Any], key: tuple[str, ...], default: Any) -> Any:
+    for part in key:
+        if not isinstance(data, dict) or part not in data:
+            return default
+        data = data[part]
+    return data
+
+
+def _put(data: dict[str, Any], key: tuple[str, ...], value: Any) -> None:
+    for part in key[:-1]:
+        data = data.setdefault(part, {})
+    data[key[-1]] = value
+
+
+def _absolute_paths(data: dict[str, Any], base: Path, runner_kind: str) -> None:
+    """The file arguments and folders a run launches with, made absolute against ``base`` (in place)."""
     runner = data.get("runner", {})
-    local = runner.get("kind", "local") == "local"  # a Kubernetes command names paths inside the pod
+    local = runner_kind == "local"  # a Kubernetes command names paths inside the pod
     for section, key in (("runner", "command"), ("rewards", "verifier")):
-        argv = data.get(section, {}).get(key)
+        argv = _get(data, (section, key), None)
         if isinstance(argv, list) and (local or section != "runner"):
             data[section][key] = _absolute_files(argv, base)
     for harness in (data.get("harnesses") or {}).values():  # [harnesses.<name>]: paths as [runner]'s
-        if not isinstance(harness, dict) or harness.get("kind", runner.get("kind", "local")) != "local":
+        if not isinstance(harness, dict) or harness.get("kind", runner_kind) != "local":
             continue
         if isinstance(harness.get("command"), list):
             harness["command"] = _absolute_files(harness["command"], base)
         if isinstance(harness.get("sandbox_read_only"), list):
             harness["sandbox_read_only"] = [str((base / str(p)).resolve()) for p in harness["sandbox_read_only"]]
+    if not isinstance(runner, dict):
+        return
     container = runner.get("container", {})
     if local and isinstance(container, dict) and isinstance(container.get("mounts"), list):
         container["mounts"] = [str((base / str(p)).resolve()) for p in container["mounts"]]
@@ -373,10 +446,6 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     k8s = runner.get("kubernetes", {})
     if isinstance(k8s, dict) and isinstance(k8s.get("job_template_file"), str):
         k8s["job_template_file"] = str((base / k8s["job_template_file"]).resolve())
-    try:
-        return HarnessConfig.model_validate({**data, "base_dir": base})
-    except ValidationError as exc:
-        raise ConfigError(f"invalid config {path or '(command-line flags)'}:\n{describe_errors(exc)}") from None
 
 
 def _absolute_files(argv: list[Any], base: Path) -> list[Any]:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harnessrl.entrypoints.common import drive, train_config
+from harnessrl.entrypoints.common import add_set_option, drive, train_config
 
 
 def add_parser(sub: Any) -> None:
@@ -15,6 +15,7 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--checkpoint", help="checkpoint folder (runs/.../checkpoints/step_N); default: the base model")
     c.add_argument("--split", choices=["eval", "train"], default="eval", help="which tasks to run")
     c.add_argument("--run-dir", help="run directory for the collected rollouts")
+    add_set_option(c)
     c.set_defaults(func=run)
 
 

@@ -17,18 +17,26 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def train_config(args: argparse.Namespace) -> HarnessConfig:
-    """The config file with ``--run-dir``, ``--steps`` and ``--seed`` applied; a bad file exits with its error."""
-    from harnessrl.config import ConfigError, load_config
+def add_set_option(parser: argparse.ArgumentParser) -> None:
+    """``--set KEY=VALUE`` on a command that reads a run config: any key, checked like one in the file."""
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="set any config key, e.g. --set training.lora.r=8 (repeatable; VALUE is a TOML value "
+                        "or else a string; a path is relative to the working directory; docs/training.md)")
 
-    overrides: dict[str, dict[str, Any]] = {}
-    if getattr(args, "run_dir", None):
-        overrides["run"] = {"dir": str(Path(args.run_dir).resolve())}
-    if getattr(args, "steps", None) is not None:
-        overrides.setdefault("run", {})["steps"] = args.steps
-    if getattr(args, "seed", None) is not None:
-        overrides.setdefault("run", {})["seed"] = args.seed
+
+def train_config(args: argparse.Namespace) -> HarnessConfig:
+    """The config file with each ``--set`` applied, then ``--run-dir``, ``--steps`` and ``--seed`` (the flags
+    are ``--set run.dir=...`` etc. by another name); a bad file or key exits with its error."""
+    from harnessrl.config import ConfigError, at_key, load_config, merge, parse_setting
+
+    flags = {"run_dir": "run.dir", "steps": "run.steps", "seed": "run.seed"}
+    overrides: dict[str, Any] = {}
     try:
+        for setting in getattr(args, "set", None) or []:
+            merge(overrides, parse_setting(setting))
+        for flag, key in flags.items():
+            if getattr(args, flag, None) not in (None, ""):
+                merge(overrides, at_key(key, getattr(args, flag)))
         return load_config(args.config, overrides)
     except ConfigError as exc:
         raise SystemExit(str(exc)) from None

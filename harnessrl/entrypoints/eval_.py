@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from harnessrl.entrypoints.common import drive, train_config
+from harnessrl.entrypoints.common import add_set_option, drive, train_config
 
 
 def add_parser(sub: Any) -> None:
@@ -19,6 +19,7 @@ def add_parser(sub: Any) -> None:
                    help="a [harnesses.<name>] section; repeat for several. Default: [eval] harnesses, else all")
     c.add_argument("--run-dir", help="the eval's directory (rerun it to resume); default: [run] dir")
     c.add_argument("--out", type=Path, metavar="REPORT.md", help="also write the report as Markdown, with a PNG plot")
+    add_set_option(c)
     c.set_defaults(func=run)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harnessrl.entrypoints.common import drive, train_config
+from harnessrl.entrypoints.common import add_set_option, drive, train_config
 
 
 def add_parser(sub: Any) -> None:
@@ -13,6 +13,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("config", help="TOML config file with an [sft] section")
     p.add_argument("--run-dir", help="run directory (default: [run] dir of the config)")
     p.add_argument("--seed", type=int, help="override [run] seed (rollout order, trainer RNGs)")
+    add_set_option(p)
     p.set_defaults(func=run)
 
 

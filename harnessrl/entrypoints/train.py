@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harnessrl.entrypoints.common import drive, train_config
+from harnessrl.entrypoints.common import add_set_option, drive, train_config
 
 
 def add_parser(sub: Any) -> None:
@@ -14,6 +14,7 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--run-dir", help="run directory (default: [run] dir of the config)")
     t.add_argument("--steps", type=int, help="override [run] steps")
     t.add_argument("--seed", type=int, help="override [run] seed (task order, sampling, trainer RNGs)")
+    add_set_option(t)
     t.set_defaults(func=run)
 
 

@@ -17,13 +17,14 @@ CLINE_VERSION=3.0.65
 KILO_VERSION=7.7.7         # @kilocode/cli, the `kilo` binary (an optional platform package, like OpenCode's)
 CONTINUE_VERSION=1.5.47    # @continuedev/cli, the `cn` binary
 PI_VERSION=0.73.1          # @mariozechner/pi-coding-agent, the `pi` binary (a Node program); node >= 20.6
+COPILOT_VERSION=1.0.102    # @github/copilot, the `copilot` binary (a native optional platform package, ~200 MB)
 # The provider package OpenCode's config names; its binary bundles a copy (nothing is fetched at run
 # time), this one is the pinned reference for the config's "npm" field.
 OPENAI_COMPATIBLE_VERSION=3.0.92
 PINS="@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION @openai/codex@$CODEX_VERSION opencode-ai@$OPENCODE_VERSION @ai-sdk/openai-compatible@$OPENAI_COMPATIBLE_VERSION @google/gemini-cli@$GEMINI_CLI_VERSION"
 PINS="$PINS @qwen-code/qwen-code@$QWEN_CODE_VERSION cline@$CLINE_VERSION @kilocode/cli@$KILO_VERSION @continuedev/cli@$CONTINUE_VERSION"
-PINS="$PINS @mariozechner/pi-coding-agent@$PI_VERSION"
-BINS="claude codex opencode gemini qwen cline kilo cn pi"
+PINS="$PINS @mariozechner/pi-coding-agent@$PI_VERSION @github/copilot@$COPILOT_VERSION"
+BINS="claude codex opencode gemini qwen cline kilo cn pi copilot"
 
 if ! command -v npm >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then

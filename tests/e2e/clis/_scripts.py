@@ -99,9 +99,29 @@ def pi(new: str) -> list[dict]:
     ]
 
 
+def copilot(new: str) -> list[dict]:
+    # GitHub Copilot CLI's own tools: view and edit take absolute paths; bash asks for a description
+    return [
+        {"tool": "view", "arguments": {"path": "{cwd}/greet.py"}},
+        {"tool": "edit", "arguments": {"path": "{cwd}/greet.py", "old_str": OLD, "new_str": new}},
+        {"tool": "bash", "arguments": {"command": "python3 -m unittest", "description": "Run the tests"}},
+        ANSWER,
+    ]
+
+
+def hermes(new: str) -> list[dict]:
+    # Hermes Agent's own tools (its venv, not .clis: not in SCRIPTS); patch's default mode is a replacement
+    return [
+        {"tool": "read_file", "arguments": {"path": "greet.py"}},
+        {"tool": "patch", "arguments": {"mode": "replace", "path": "greet.py", "old_string": OLD, "new_string": new}},
+        {"tool": "terminal", "arguments": {"command": "python3 -m unittest"}},
+        ANSWER,
+    ]
+
+
 SCRIPTS = {"claude-code": claude_code, "codex": codex, "opencode": opencode, "gemini-cli": gemini_cli,
            "qwen-code": qwen_code, "cline": cline, "kilo": opencode,  # Kilo: built on OpenCode, its tools
-           "continue": continue_cli, "pi": pi}
+           "continue": continue_cli, "pi": pi, "copilot": copilot}
 BINARIES = {"claude-code": "claude", "codex": "codex", "opencode": "opencode", "gemini-cli": "gemini",
             "qwen-code": "qwen", "cline": "cline", "kilo": "kilo",
-            "continue": "cn", "pi": "pi"}
+            "continue": "cn", "pi": "pi", "copilot": "copilot"}

@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from fakes.cli_engine import CliScriptEngine  # noqa: E402
 from fakes.fake_engine import EngineServer  # noqa: E402
 
-CLIS = ["claude-code", "codex", "opencode", "gemini-cli", "qwen-code", "cline", "kilo", "continue", "pi"]
+CLIS = ["claude-code", "codex", "opencode", "gemini-cli", "qwen-code", "cline", "kilo", "continue", "pi", "copilot"]
 
 
 FIXES = {"greet": ("greet.py", 'return "Hello " + name', 'return f"Hello, {name}!"'),

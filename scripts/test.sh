@@ -13,6 +13,7 @@ if [ "${CI:-}" = "true" ]; then export HARNESSRL_FAIL_ON_SKIP=1; bash scripts/cl
 if [ "${CI:-}" = "true" ] || [ "${HARNESSRL_ALL_TESTS:-}" = "1" ]; then
   bash scripts/openhands.sh   # .venv-openhands (Python >= 3.12)
   bash scripts/aider.sh       # .venv-aider (Python 3.10-3.12)
+  bash scripts/hermes.sh      # .venv-hermes (Python 3.11-3.13)
 fi
 # Lint and types first, as habits: a failure names the line ([tool.ruff], [tool.mypy]); mypy takes minutes
 # on 2 cores with a cold .mypy_cache, seconds after.

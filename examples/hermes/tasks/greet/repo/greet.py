@@ -1,0 +1,3 @@
+def greet(name):
+    """The greeting shown to a user."""
+    return "Hello " + name
